@@ -1,0 +1,117 @@
+#define _GNU_SOURCE
+#include "pk_common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return pk_error_errno(err, errno == ENOENT ? PK_ERR_NOT_FOUND : PK_ERR_IO, "open %s", path);
+    pk_strbuf sb = {0};
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int rc = pk_error_errno(err, PK_ERR_IO, "read %s", path);
+            close(fd);
+            pk_strbuf_free(&sb);
+            return rc;
+        }
+        if (n == 0)
+            break;
+        if (pk_strbuf_append(&sb, buf, (size_t)n)) {
+            close(fd);
+            pk_strbuf_free(&sb);
+            return pk_error_set(err, PK_ERR_NOMEM, "out of memory reading %s", path);
+        }
+    }
+    close(fd);
+    if (out_len)
+        *out_len = sb.len;
+    *out = pk_strbuf_take(&sb);
+    return PK_OK;
+}
+
+int pk_write_file(const char *path, const void *data, size_t len, pk_error *err) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return pk_error_errno(err, PK_ERR_IO, "create %s", path);
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int rc = pk_error_errno(err, PK_ERR_IO, "write %s", path);
+            close(fd);
+            return rc;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    if (close(fd))
+        return pk_error_errno(err, PK_ERR_IO, "close %s", path);
+    return PK_OK;
+}
+
+int pk_mkdir_p(const char *path, pk_error *err) {
+    char *tmp = strdup(path);
+    if (!tmp)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0755) && errno != EEXIST) {
+            int rc = pk_error_errno(err, PK_ERR_IO, "mkdir %s", tmp);
+            free(tmp);
+            return rc;
+        }
+        *p = '/';
+    }
+    int rc = PK_OK;
+    if (mkdir(tmp, 0755) && errno != EEXIST)
+        rc = pk_error_errno(err, PK_ERR_IO, "mkdir %s", tmp);
+    free(tmp);
+    return rc;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) ? -1 : 0;
+}
+
+int pk_rm_rf(const char *path) {
+    if (!pk_path_exists(path))
+        return PK_OK;
+    return nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS) ? PK_ERR_IO : PK_OK;
+}
+
+int pk_path_exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+char *pk_path_join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 2);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    size_t k = la;
+    if (k && s[k - 1] != '/')
+        s[k++] = '/';
+    memcpy(s + k, b, lb + 1);
+    return s;
+}

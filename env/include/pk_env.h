@@ -1,0 +1,20 @@
+/* pk_env: the environment server (ZeroMQ ROUTER + msgpack protocol v1) and its episodes. */
+#ifndef PK_ENV_H
+#define PK_ENV_H
+
+#include "pk_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PK_DEFAULT_ENDPOINT "tcp://127.0.0.1:5555"
+#define PK_DEFAULT_DATA_DIR "./pkgym-data"
+
+/* `pkgym serve` entry point. */
+int pk_cmd_serve(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

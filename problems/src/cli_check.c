@@ -1,0 +1,12 @@
+/* Placeholder until issue #3 lands: says so and fails, as the CLI contract requires. */
+#include "pk_problems.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int pk_cmd_check(int argc, char **argv) {
+    int help = argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    fprintf(help ? stdout : stderr,
+            "pkgym check: not built yet (issue #3). This subcommand does nothing in this build.\n");
+    return 2;
+}

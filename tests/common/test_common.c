@@ -1,0 +1,87 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pk_common.h"
+
+static void sha256_known_vectors(void **state) {
+    (void)state;
+    char hex[65];
+    pk_sha256_hex("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    pk_sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    /* Two blocks, split across updates. */
+    const char *msg = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    pk_sha256 h;
+    uint8_t d[32];
+    pk_sha256_init(&h);
+    pk_sha256_update(&h, msg, 10);
+    pk_sha256_update(&h, msg + 10, strlen(msg) - 10);
+    pk_sha256_final(&h, d);
+    assert_int_equal(d[0], 0x24);
+    assert_int_equal(d[31], 0xc1);
+}
+
+static void strbuf_grows_and_formats(void **state) {
+    (void)state;
+    pk_strbuf sb = {0};
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(pk_strbuf_printf(&sb, "%d,", i), PK_OK);
+    assert_int_equal(strncmp(sb.data, "0,1,2,", 6), 0);
+    assert_true(sb.len > 3000);
+    char *s = pk_strbuf_take(&sb);
+    assert_null(sb.data);
+    assert_int_equal(s[strlen(s) - 1], ',');
+    free(s);
+    char *empty = pk_strbuf_take(&sb);
+    assert_string_equal(empty, "");
+    free(empty);
+}
+
+static void status_names_round_trip(void **state) {
+    (void)state;
+    for (int s = 0; s < PK_STATUS_COUNT; s++)
+        assert_int_equal(pk_status_from_name(pk_status_name((pk_status)s)), s);
+    assert_string_equal(pk_status_name(PK_STATUS_COMPILE_ERROR), "compile_error");
+    assert_int_equal(pk_status_from_name("bogus"), -1);
+}
+
+static void files_round_trip(void **state) {
+    (void)state;
+    char dir[] = "/tmp/pk_test_common_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *sub = pk_path_join(dir, "a/b/c");
+    pk_error err = {0};
+    assert_int_equal(pk_mkdir_p(sub, &err), PK_OK);
+    char *file = pk_path_join(sub, "f.txt");
+    assert_int_equal(pk_write_file(file, "hello", 5, &err), PK_OK);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(pk_read_file(file, &data, &len, &err), PK_OK);
+    assert_int_equal(len, 5);
+    assert_string_equal(data, "hello");
+    free(data);
+    assert_int_equal(pk_read_file("/nonexistent/x", &data, &len, &err), PK_ERR_NOT_FOUND);
+    assert_non_null(strstr(err.message, "/nonexistent/x"));
+    assert_int_equal(pk_rm_rf(dir), PK_OK);
+    assert_false(pk_path_exists(dir));
+    free(file);
+    free(sub);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sha256_known_vectors),
+        cmocka_unit_test(strbuf_grows_and_formats),
+        cmocka_unit_test(status_names_round_trip),
+        cmocka_unit_test(files_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
