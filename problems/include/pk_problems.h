@@ -1,12 +1,42 @@
-/* pk_problems: the problem suite (loader) and the kernel harness that measures submissions. */
+/* pk_problems: the problem suite (loader) and the kernel harness that measures submissions.
+ * The harness API and the evaluation result are in pk_harness.h. */
 #ifndef PK_PROBLEMS_H
 #define PK_PROBLEMS_H
+
+#include <stddef.h>
 
 #include "pk_common.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct pk_problem pk_problem;         /* one loaded problem (immutable once loaded) */
+typedef struct pk_problem_set pk_problem_set; /* all problems under a root directory */
+
+/* Loads every problems/<suite>/<id>/meta.json under root_dir. A malformed problem is an
+ * error naming its file and field. module_dir: where pkprob_<suite>_<id>.so were built. */
+int pk_problem_set_load(const char *root_dir, const char *module_dir, pk_problem_set **out,
+                        pk_error *err);
+void pk_problem_set_free(pk_problem_set *set);
+size_t pk_problem_set_count(const pk_problem_set *set);
+const pk_problem *pk_problem_set_at(const pk_problem_set *set, size_t i);
+const pk_problem *pk_problem_set_find(const pk_problem_set *set, const char *id);
+
+/* Accessors. id is "<suite>/<name>", e.g. "collectives/allreduce". */
+const char *pk_problem_id(const pk_problem *p);
+const char *pk_problem_title(const pk_problem *p);
+const char *pk_problem_category(const pk_problem *p);
+const char *pk_problem_suite(const pk_problem *p);
+int pk_problem_world_size(const pk_problem *p);
+int pk_problem_needs_gpu(const pk_problem *p);
+size_t pk_problem_tag_count(const pk_problem *p);
+const char *pk_problem_tag(const pk_problem *p, size_t i);
+int pk_problem_has_tag(const pk_problem *p, const char *tag);
+const char *pk_problem_prompt(const pk_problem *p);    /* prompt.md */
+const char *pk_problem_meta_json(const pk_problem *p); /* meta.json, as loaded */
+const char *pk_problem_dir(const pk_problem *p);
+const char *pk_problem_entry(const pk_problem *p); /* entry point name, "solution" */
 
 /* `pkgym check` and `pkgym problems` entry points. */
 int pk_cmd_check(int argc, char **argv);

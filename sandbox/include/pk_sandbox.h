@@ -1,12 +1,71 @@
-/* pk_sandbox: runs untrusted commands (nvcc, candidate runners) in a crash-isolated sandbox. */
+/* pk_sandbox: runs untrusted commands (nvcc, candidate runners) in a crash-isolated sandbox.
+ * One library, used by `pkgym sandbox`, the harness and the server. See docs/sandbox.md. */
 #ifndef PK_SANDBOX_H
 #define PK_SANDBOX_H
+
+#include <stddef.h>
 
 #include "pk_common.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum pk_sb_status {
+    PK_SB_OK = 0,       /* exited 0 */
+    PK_SB_EXIT,         /* exited non-zero */
+    PK_SB_SIGNAL,       /* killed by a signal of its own making (segfault, abort, ...) */
+    PK_SB_TIMEOUT,      /* wall or CPU limit */
+    PK_SB_MEMORY,       /* memory limit */
+    PK_SB_OUTPUT_LIMIT, /* stdout/stderr or file-size cap exceeded */
+    PK_SB_SETUP_ERROR,  /* the sandbox could not be built; the command never ran */
+} pk_sb_status;
+
+const char *pk_sb_status_name(pk_sb_status s); /* "ok", "exit", "signal", ... */
+
+typedef struct pk_sandbox_opts {
+    int wall_ms;       /* enforced from outside; 0: 60000 */
+    int cpu_ms;        /* RLIMIT_CPU, summed over the tree by cgroup where possible; 0: none */
+    long mem_mb;       /* memory cgroup limit where the host allows it; 0: none */
+    int pids;          /* pids cgroup / RLIMIT_NPROC; 0: 256 */
+    long fsize_mb;     /* RLIMIT_FSIZE; 0: 256 */
+    int nofile;        /* RLIMIT_NOFILE; 0: 1024 */
+    size_t output_cap; /* bytes kept of each of stdout and stderr; 0: 1 MiB */
+    const int *gpus;   /* GPU indices whose /dev/nvidiaN nodes are bound (plus control nodes) */
+    int n_gpus;
+    const char *const *ro; /* extra read-only binds (same path inside) */
+    int n_ro;
+    const char *const *rw; /* extra read-write binds (same path inside) */
+    int n_rw;
+    const char *workdir;    /* private writable work dir (same path inside), also the cwd; NULL: a
+                               fresh temp dir */
+    const char *const *env; /* NULL-terminated environment; NULL: a minimal default */
+    const char *stdin_data; /* bytes fed to stdin; NULL: /dev/null */
+    size_t stdin_len;
+} pk_sandbox_opts;
+
+typedef struct pk_sandbox_result {
+    pk_sb_status status;
+    int exit_code;
+    int signal;
+    double wall_ms;
+    double cpu_ms;
+    long max_rss_kb;
+    char *out; /* owned, NUL-terminated, at most output_cap bytes */
+    size_t out_len;
+    char *err;
+    size_t err_len;
+    int truncated;
+    char detail[256]; /* setup_error: what failed; otherwise empty */
+} pk_sandbox_result;
+
+/* Runs argv[0] (a path) with argv inside a new sandbox and waits for it. Returns PK_OK when a
+ * verdict was produced (any status, setup_error included); non-zero only on bad arguments. */
+int pk_sandbox_run(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_result *res,
+                   pk_error *err);
+void pk_sandbox_result_free(pk_sandbox_result *res);
+/* The verdict as one JSON object (malloc'd), as printed by `pkgym sandbox`. */
+char *pk_sandbox_result_to_json(const pk_sandbox_result *res);
 
 /* `pkgym sandbox` entry point. */
 int pk_cmd_sandbox(int argc, char **argv);

@@ -1,0 +1,146 @@
+/* pk_harness: evaluates one submission of one problem, in stages, through the sandbox.
+ *
+ * Stages: prepare (write source) -> compile (sandboxed nvcc, then ELF symbol checks)
+ * -> run (all ranks in one sandbox: correctness trials, then timing). The scheduler in
+ * rollout/ runs compile on CPU workers and run on GPU slots; pk_harness_evaluate() runs
+ * them all in order. The verdict is computed by harness code only.
+ */
+#ifndef PK_HARNESS_H
+#define PK_HARNESS_H
+
+#include <stdint.h>
+
+#include "pk_common.h"
+#include "pk_problems.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PK_EVAL_MAX_RANKS 8
+#define PK_EVAL_MAX_TRIALS 32
+#define PK_EVAL_MAX_CHECKS 32
+
+typedef struct pk_check_result {
+    char name[48]; /* e.g. "symbols.undefined_allowlist", "inputs_unchanged", "roofline_floor" */
+    int passed;
+    char detail[256];
+} pk_check_result;
+
+typedef struct pk_rank_mismatch {
+    int rank;
+    char arg[32];    /* output argument name */
+    long long index; /* first mismatching element, -1 if none */
+    double expected;
+    double got;
+} pk_rank_mismatch;
+
+typedef struct pk_trial_verdict {
+    int passed;
+    double max_abs_err;
+    double max_rel_err;
+    int inputs_modified;
+    int n_mismatch;                               /* ranks with a mismatch */
+    pk_rank_mismatch mismatch[PK_EVAL_MAX_RANKS]; /* first mismatch per failing rank */
+} pk_trial_verdict;
+
+typedef struct pk_timing {
+    double median_us; /* median over iterations of the max over ranks */
+    double cv;        /* coefficient of variation of those iteration times */
+    double min_us;
+    double mean_us;
+    int iters;
+    int warmup_iters;
+} pk_timing;
+
+typedef struct pk_stage_times {
+    double prepare_ms, compile_ms, symbols_ms, run_ms, total_ms;
+    double run_setup_ms;  /* process launch, CUDA and NCCL init inside run_ms */
+    double run_check_ms;  /* correctness trials inside run_ms */
+    double run_timing_ms; /* timing inside run_ms */
+} pk_stage_times;
+
+typedef struct pk_eval_result {
+    pk_status status;
+    char reason[512]; /* one line: why this status (error, rule, mismatch summary) */
+    char rule[48];    /* status rejected: the anti-hacking rule that fired */
+
+    int n_checks;
+    pk_check_result checks[PK_EVAL_MAX_CHECKS];
+
+    int n_trials;
+    pk_trial_verdict trials[PK_EVAL_MAX_TRIALS];
+
+    int has_timing;
+    pk_timing candidate;
+    pk_timing reference;
+    double speedup;     /* reference.median_us / candidate.median_us; 0 unless timed */
+    double roofline_us; /* the problem's physical lower bound on this hardware; 0 if none */
+
+    int world_size;
+    int n_hung; /* status timeout: ranks that had not finished */
+    int hung_ranks[PK_EVAL_MAX_RANKS];
+    int exit_code; /* of the run stage */
+    int signal;
+    char launcher[16]; /* "fork" or "mpi" */
+    char gpu_name[64];
+
+    pk_stage_times stages;
+    char *compile_log; /* owned; NULL if not compiled */
+    char *stdout_tail; /* owned; candidate output is feedback only, never parsed */
+    char *stderr_tail; /* owned */
+} pk_eval_result;
+
+void pk_eval_result_init(pk_eval_result *r);
+void pk_eval_result_free(pk_eval_result *r); /* frees owned strings; r can be reused after init */
+/* Adds a check; returns its index or -1 when full. */
+int pk_eval_result_add_check(pk_eval_result *r, const char *name, int passed, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* JSON form (jansson). Stable keys, documented in docs/problems.md; the trajectory
+ * store keeps this text, and rewards are recomputed from it. */
+char *pk_eval_result_to_json(const pk_eval_result *r); /* malloc'd */
+int pk_eval_result_from_json(const char *json, pk_eval_result *r, pk_error *err);
+
+typedef struct pk_eval_opts {
+    int trials;            /* 0: the problem's default (5) */
+    uint64_t seed;         /* secret per-step seed; 0: drawn from getrandom() */
+    const char *work_root; /* job directories go here; NULL: $TMPDIR/pkgym-jobs */
+    int n_gpus;            /* 0: GPUs 0..world_size-1 */
+    int gpus[PK_EVAL_MAX_RANKS];
+    int compile_timeout_ms;     /* 0: default 120000 */
+    int run_timeout_ms;         /* 0: default 60000 */
+    int skip_timing;            /* correctness only */
+    int reference_as_candidate; /* time the reference against itself (calibration) */
+    double baseline_us;         /* > 0: use this cached baseline instead of timing the reference */
+    const char *launcher;       /* "fork", "mpi", or NULL for the problem's default */
+    int keep_workdir;
+} pk_eval_opts;
+
+void pk_eval_opts_default(pk_eval_opts *o);
+
+typedef struct pk_job pk_job;
+
+int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *opts, pk_job **out,
+                  pk_eval_result *res, pk_error *err);
+/* Compile key: SHA-256 hex of source, flags, toolchain and harness versions. */
+const char *pk_job_compile_key(const pk_job *job);
+/* Sandboxed nvcc + ELF checks. On a compile error or rejection, res->status is set and the
+ * call still returns PK_OK; a non-zero return means the harness itself failed. */
+int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err);
+/* Path of the compiled shared object (valid after a successful compile). */
+const char *pk_job_object_path(const pk_job *job);
+/* Uses an already compiled object (compile cache hit) instead of compiling. */
+int pk_job_use_object(pk_job *job, const char *so_path, pk_eval_result *res, pk_error *err);
+/* Runs all ranks in one sandbox on the given GPUs (n_gpus == world size, or 0 on host problems). */
+int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err);
+void pk_job_free(pk_job *job); /* removes the job directory unless keep_workdir */
+
+/* All stages in order. Returns non-zero only if the harness itself failed. */
+int pk_harness_evaluate(const pk_problem *p, const char *source, const pk_eval_opts *opts,
+                        pk_eval_result *res, pk_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
