@@ -1,0 +1,71 @@
+/* pk_scheduler: runs evaluation jobs (compile on a CPU worker pool, run on GPU slots) and
+ * delivers each result to the server's event loop over a ZeroMQ inproc socket, so that
+ * evaluation never blocks the server's socket. */
+#ifndef PK_SCHEDULER_H
+#define PK_SCHEDULER_H
+
+#include <stdint.h>
+
+#include "pk_common.h"
+#include "pk_harness.h"
+#include "pk_problems.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PK_SCHED_MAX_GPUS 16
+
+typedef struct pk_scheduler pk_scheduler;
+
+typedef struct pk_scheduler_opts {
+    void *zmq_ctx; /* the server's ZeroMQ context (inproc needs the same one) */
+    const char
+        *done_endpoint;  /* the scheduler connects a PUSH socket here; the server binds PULL */
+    int compile_workers; /* 0: number of cores minus one (at least 1) */
+    int n_gpus;          /* GPU slots; 0: host problems only */
+    int gpus[PK_SCHED_MAX_GPUS];
+    int queue_limit;        /* jobs accepted but not finished; beyond it submit says overloaded */
+    const char *cache_dir;  /* compile and baseline caches; NULL: no caching */
+    int remeasure_baseline; /* time the reference on every step instead of caching it */
+} pk_scheduler_opts;
+
+/* One finished job, sent over done_endpoint as a single frame holding the pointer
+ * (sizeof(pk_completion *) bytes). The receiver owns it and frees it with pk_completion_free. */
+typedef struct pk_completion {
+    uint64_t ticket;
+    void *user;
+    int harness_rc; /* non-zero: the harness itself failed (error holds why) */
+    pk_error error;
+    pk_eval_result result; /* owned */
+} pk_completion;
+
+typedef struct pk_scheduler_stats {
+    int queued_compile;
+    int queued_run;
+    int compiling;
+    int running;
+    int gpus_total;
+    int gpus_busy;
+    uint64_t done;
+    uint64_t compile_cache_hits;
+    uint64_t compile_cache_misses;
+    uint64_t baseline_cache_hits;
+    double gpu_busy_ms; /* summed over GPUs since start */
+} pk_scheduler_stats;
+
+int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_error *err);
+/* Queues one evaluation (source is copied). PK_ERR_OVERLOADED when the queue is full. */
+int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source,
+                        const pk_eval_opts *opts, void *user, uint64_t *ticket, pk_error *err);
+void pk_scheduler_get_stats(pk_scheduler *s, pk_scheduler_stats *out);
+/* Stops accepting, lets running jobs finish for up to grace_ms, cancels the rest (their
+ * completions carry status timeout/harness error), and joins the workers. */
+void pk_scheduler_shutdown(pk_scheduler *s, int grace_ms);
+void pk_scheduler_free(pk_scheduler *s);
+void pk_completion_free(pk_completion *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
