@@ -1,4 +1,8 @@
-/* pk_reward: per-turn scores, discounted returns, the trajectory store, metrics and ablation. */
+/* pk_reward: per-turn scores, discounted returns, GRPO advantages, and the CLI entry points.
+ *
+ * Every score is recomputable from stored facts (the pk_eval_result JSON of a turn) and a
+ * pk_reward_config, so reward ablations need no GPU. See docs/rewards.md.
+ */
 #ifndef PK_REWARD_H
 #define PK_REWARD_H
 
@@ -7,6 +11,61 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum pk_return_mode { PK_RETURN_SUM = 0, PK_RETURN_MAX } pk_return_mode;
+typedef enum pk_speedup_transform {
+    PK_SPEEDUP_RAW = 0,
+    PK_SPEEDUP_LOG2,
+    PK_SPEEDUP_CLIP
+} pk_speedup_transform;
+
+typedef struct pk_reward_config {
+    double gamma;                            /* 0.4 */
+    pk_return_mode mode;                     /* sum */
+    double w_correct;                        /* 0.3 */
+    pk_speedup_transform transform;          /* raw */
+    double clip_lo, clip_hi;                 /* for PK_SPEEDUP_CLIP */
+    double r_compile, r_run;                 /* intermediate rewards, 0 = off (default) */
+    double penalty_rejected, penalty_format; /* subtracted, 0 = off (default) */
+    char baseline[32];                       /* "reference" (measured this step) or "roofline" */
+} pk_reward_config;
+
+/* Kevin's defaults: sum returns, gamma 0.4, w_correct 0.3, raw speedup, no extras. */
+void pk_reward_config_default(pk_reward_config *c);
+/* Merges a JSON object (keys: gamma, mode "sum"|"max", w_correct, transform
+ * "raw"|"log2"|"clip", clip_lo, clip_hi, r_compile, r_run, penalty_rejected, penalty_format,
+ * baseline) over *c. Unknown key, wrong type or out-of-range value -> PK_ERR_INVALID naming
+ * it; *c is unchanged on error. */
+int pk_reward_config_merge_json(pk_reward_config *c, const char *json, pk_error *err);
+/* The config as a JSON object with every key (malloc'd; NULL only when out of memory). */
+char *pk_reward_config_to_json(const pk_reward_config *c);
+/* Reads the reward config of a stored episode config: its "reward" member when the object
+ * has one, else the object itself, merged over the defaults. */
+int pk_reward_config_from_stored_json(const char *config_json, pk_reward_config *c, pk_error *err);
+
+/* The facts a score is computed from. speedup is the measured reference/candidate ratio
+ * (0 when untimed); times are medians in microseconds (0 when unknown). */
+typedef struct pk_turn_facts {
+    pk_status status;
+    double speedup;
+    double time_us;
+    double baseline_us;
+    double roofline_us; /* the problem's physical lower bound; 0 when none */
+} pk_turn_facts;
+
+/* Reads pk_eval_result JSON (status, speedup, candidate.median_us, reference.median_us,
+ * roofline_us). Only "status" is required; missing numbers read as 0. */
+int pk_turn_facts_from_result_json(const char *result_json, pk_turn_facts *f, pk_error *err);
+/* The speedup against the config's baseline, before the transform (0 when unknown). */
+double pk_reward_speedup(const pk_reward_config *c, const pk_turn_facts *f);
+/* s = 1{correct}(w_correct + T(speedup)) + r_compile 1{compiled} + r_run 1{ran}
+ *     - penalty_rejected 1{rejected} - penalty_format 1{format_error} */
+double pk_reward_score(const pk_reward_config *c, const pk_turn_facts *f);
+/* Discounted returns of one trajectory: sum R_t = sum_{i>=t} g^(i-t) s_i, or
+ * max R_t = max_{i>=t} g^(i-t) s_i. returns may alias scores. */
+void pk_reward_returns(const pk_reward_config *c, const double *scores, int n, double *returns);
+/* GRPO advantages over one normalization set: (R - mean) / (std + eps), population std. */
+void pk_reward_advantages(const double *returns, int n, double eps, double *advantages);
 
 /* `pkgym reward` and `pkgym export` entry points. */
 int pk_cmd_reward(int argc, char **argv);

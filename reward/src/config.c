@@ -1,0 +1,163 @@
+/* The reward configuration: defaults, JSON merge (strict: unknown keys are errors), JSON form. */
+#include "pk_reward.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pk_reward_config_default(pk_reward_config *c) {
+    memset(c, 0, sizeof *c);
+    c->gamma = 0.4;
+    c->mode = PK_RETURN_SUM;
+    c->w_correct = 0.3;
+    c->transform = PK_SPEEDUP_RAW;
+    c->clip_lo = 0.0;
+    c->clip_hi = 10.0;
+    strcpy(c->baseline, "reference");
+}
+
+static const char *const mode_names[] = {"sum", "max"};
+static const char *const transform_names[] = {"raw", "log2", "clip"};
+/* Baselines the stored facts can measure a speedup against. */
+static const char *const baseline_names[] = {"reference", "roofline"};
+
+static int name_index(const char *const *names, int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+static int read_number(json_t *v, const char *key, double *out, pk_error *err) {
+    if (!json_is_number(v))
+        return pk_error_set(err, PK_ERR_INVALID, "reward config: '%s' must be a number", key);
+    double d = json_number_value(v);
+    if (!isfinite(d))
+        return pk_error_set(err, PK_ERR_INVALID, "reward config: '%s' must be finite", key);
+    *out = d;
+    return PK_OK;
+}
+
+static int read_choice(json_t *v, const char *key, const char *const *names, int n, int *out,
+                       pk_error *err) {
+    int i = json_is_string(v) ? name_index(names, n, json_string_value(v)) : -1;
+    if (i < 0)
+        return pk_error_set(err, PK_ERR_INVALID, "reward config: '%s' must be one of %s|%s%s%s",
+                            key, names[0], names[1], n > 2 ? "|" : "", n > 2 ? names[2] : "");
+    *out = i;
+    return PK_OK;
+}
+
+static int merge_key(pk_reward_config *c, const char *key, json_t *v, pk_error *err) {
+    struct {
+        const char *name;
+        double *dst;
+    } numbers[] = {
+        {"gamma", &c->gamma},
+        {"w_correct", &c->w_correct},
+        {"clip_lo", &c->clip_lo},
+        {"clip_hi", &c->clip_hi},
+        {"r_compile", &c->r_compile},
+        {"r_run", &c->r_run},
+        {"penalty_rejected", &c->penalty_rejected},
+        {"penalty_format", &c->penalty_format},
+    };
+    for (size_t i = 0; i < sizeof numbers / sizeof *numbers; i++)
+        if (strcmp(key, numbers[i].name) == 0)
+            return read_number(v, key, numbers[i].dst, err);
+    int choice = 0, rc;
+    if (strcmp(key, "mode") == 0) {
+        if ((rc = read_choice(v, key, mode_names, 2, &choice, err)))
+            return rc;
+        c->mode = (pk_return_mode)choice;
+        return PK_OK;
+    }
+    if (strcmp(key, "transform") == 0) {
+        if ((rc = read_choice(v, key, transform_names, 3, &choice, err)))
+            return rc;
+        c->transform = (pk_speedup_transform)choice;
+        return PK_OK;
+    }
+    if (strcmp(key, "baseline") == 0) {
+        if ((rc = read_choice(v, key, baseline_names, 2, &choice, err)))
+            return rc;
+        snprintf(c->baseline, sizeof c->baseline, "%s", baseline_names[choice]);
+        return PK_OK;
+    }
+    return pk_error_set(err, PK_ERR_INVALID, "reward config: unknown key '%s'", key);
+}
+
+static int validate(const pk_reward_config *c, pk_error *err) {
+    if (c->gamma < 0.0 || c->gamma > 1.0)
+        return pk_error_set(err, PK_ERR_INVALID, "reward config: 'gamma' must be in [0, 1]");
+    if (c->transform == PK_SPEEDUP_CLIP && !(c->clip_lo <= c->clip_hi))
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "reward config: 'clip_lo' must not exceed 'clip_hi'");
+    return PK_OK;
+}
+
+static int merge_object(pk_reward_config *c, json_t *obj, pk_error *err) {
+    if (!json_is_object(obj))
+        return pk_error_set(err, PK_ERR_INVALID, "reward config: expected a JSON object");
+    pk_reward_config next = *c;
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int rc = merge_key(&next, key, v, err);
+        if (rc)
+            return rc;
+    }
+    int rc = validate(&next, err);
+    if (rc)
+        return rc;
+    *c = next;
+    return PK_OK;
+}
+
+static json_t *parse(const char *json, const char *what, pk_error *err) {
+    if (!json)
+        return pk_error_set(err, PK_ERR_INVALID, "%s: no JSON given", what), NULL;
+    json_error_t je;
+    json_t *root = json_loads(json, 0, &je);
+    if (!root)
+        pk_error_set(err, PK_ERR_INVALID, "%s: invalid JSON at line %d: %s", what, je.line,
+                     je.text);
+    return root;
+}
+
+int pk_reward_config_merge_json(pk_reward_config *c, const char *json, pk_error *err) {
+    json_t *root = parse(json, "reward config", err);
+    if (!root)
+        return PK_ERR_INVALID;
+    int rc = merge_object(c, root, err);
+    json_decref(root);
+    return rc;
+}
+
+int pk_reward_config_from_stored_json(const char *config_json, pk_reward_config *c, pk_error *err) {
+    pk_reward_config_default(c);
+    json_t *root = parse(config_json, "stored episode config", err);
+    if (!root)
+        return PK_ERR_INVALID;
+    json_t *reward = json_is_object(root) ? json_object_get(root, "reward") : NULL;
+    int rc = merge_object(c, reward ? reward : root, err);
+    json_decref(root);
+    return rc;
+}
+
+char *pk_reward_config_to_json(const pk_reward_config *c) {
+    const char *mode = c->mode == PK_RETURN_MAX ? "max" : "sum";
+    const char *transform = (unsigned)c->transform < 3 ? transform_names[c->transform] : "raw";
+    json_t *o = json_pack("{s:f, s:s, s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "gamma",
+                          c->gamma, "mode", mode, "w_correct", c->w_correct, "transform", transform,
+                          "clip_lo", c->clip_lo, "clip_hi", c->clip_hi, "r_compile", c->r_compile,
+                          "r_run", c->r_run, "penalty_rejected", c->penalty_rejected,
+                          "penalty_format", c->penalty_format, "baseline", c->baseline);
+    if (!o)
+        return NULL;
+    char *s = json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    return s;
+}

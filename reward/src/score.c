@@ -1,0 +1,113 @@
+/* Per-turn scores from stored facts, and discounted returns (Kevin's sum and max variants). */
+#include "pk_reward.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+static double number_at(json_t *root, const char *obj, const char *key) {
+    json_t *o = obj ? json_object_get(root, obj) : root;
+    json_t *v = json_is_object(o) ? json_object_get(o, key) : NULL;
+    double d = json_is_number(v) ? json_number_value(v) : 0.0;
+    return isfinite(d) ? d : 0.0;
+}
+
+int pk_turn_facts_from_result_json(const char *result_json, pk_turn_facts *f, pk_error *err) {
+    memset(f, 0, sizeof *f);
+    if (!result_json)
+        return pk_error_set(err, PK_ERR_INVALID, "eval result: no JSON given");
+    json_error_t je;
+    json_t *root = json_loads(result_json, 0, &je);
+    if (!root)
+        return pk_error_set(err, PK_ERR_INVALID, "eval result: invalid JSON at line %d: %s",
+                            je.line, je.text);
+    int rc = PK_OK;
+    json_t *status = json_is_object(root) ? json_object_get(root, "status") : NULL;
+    int st = json_is_string(status) ? pk_status_from_name(json_string_value(status)) : -1;
+    if (st < 0) {
+        rc = pk_error_set(err, PK_ERR_INVALID,
+                          "eval result: 'status' missing or not a known status name");
+    } else {
+        f->status = (pk_status)st;
+        f->speedup = number_at(root, NULL, "speedup");
+        f->time_us = number_at(root, "candidate", "median_us");
+        f->baseline_us = number_at(root, "reference", "median_us");
+        f->roofline_us = number_at(root, NULL, "roofline_us");
+    }
+    json_decref(root);
+    return rc;
+}
+
+double pk_reward_speedup(const pk_reward_config *c, const pk_turn_facts *f) {
+    if (strcmp(c->baseline, "roofline") == 0)
+        return f->roofline_us > 0 && f->time_us > 0 ? f->roofline_us / f->time_us : 0.0;
+    if (f->speedup > 0)
+        return f->speedup;
+    /* Older results may carry only the two times. */
+    return f->baseline_us > 0 && f->time_us > 0 ? f->baseline_us / f->time_us : 0.0;
+}
+
+/* An unknown speedup (<= 0: untimed) contributes 0 under every transform. */
+static double transform(const pk_reward_config *c, double speedup) {
+    if (!(speedup > 0))
+        return 0.0;
+    switch (c->transform) {
+    case PK_SPEEDUP_LOG2:
+        return log2(speedup);
+    case PK_SPEEDUP_CLIP:
+        return fmin(fmax(speedup, c->clip_lo), c->clip_hi);
+    case PK_SPEEDUP_RAW:
+    default:
+        return speedup;
+    }
+}
+
+double pk_reward_score(const pk_reward_config *c, const pk_turn_facts *f) {
+    double s = 0.0;
+    pk_status st = f->status;
+    if (st == PK_STATUS_CORRECT)
+        s += c->w_correct + transform(c, pk_reward_speedup(c, f));
+    int compiled = st == PK_STATUS_RUNTIME_ERROR || st == PK_STATUS_TIMEOUT ||
+                   st == PK_STATUS_INCORRECT || st == PK_STATUS_CORRECT;
+    int ran = st == PK_STATUS_INCORRECT || st == PK_STATUS_CORRECT;
+    if (compiled)
+        s += c->r_compile;
+    if (ran)
+        s += c->r_run;
+    if (st == PK_STATUS_REJECTED)
+        s -= c->penalty_rejected;
+    if (st == PK_STATUS_FORMAT_ERROR)
+        s -= c->penalty_format;
+    return s;
+}
+
+void pk_reward_returns(const pk_reward_config *c, const double *scores, int n, double *returns) {
+    /* Backwards: R_t = s_t + g R_{t+1}, or max(s_t, g R_{t+1}) (g >= 0 keeps the max). */
+    double next = 0.0;
+    for (int t = n - 1; t >= 0; t--) {
+        double s = scores[t];
+        double r;
+        if (t == n - 1)
+            r = s;
+        else if (c->mode == PK_RETURN_MAX)
+            r = fmax(s, c->gamma * next);
+        else
+            r = s + c->gamma * next;
+        returns[t] = r;
+        next = r;
+    }
+}
+
+void pk_reward_advantages(const double *returns, int n, double eps, double *advantages) {
+    if (n <= 0)
+        return;
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < n; i++)
+        mean += returns[i];
+    mean /= n;
+    for (int i = 0; i < n; i++)
+        var += (returns[i] - mean) * (returns[i] - mean);
+    double sd = sqrt(var / n);
+    for (int i = 0; i < n; i++)
+        advantages[i] = (returns[i] - mean) / (sd + eps);
+}

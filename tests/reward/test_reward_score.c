@@ -1,0 +1,252 @@
+/* Scores, returns, transforms, config JSON and advantages against hand-computed values. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "near.h"
+#include "pk_reward.h"
+
+#define EPS 1e-12
+
+static pk_turn_facts correct(double speedup) {
+    return (pk_turn_facts){.status = PK_STATUS_CORRECT, .speedup = speedup};
+}
+
+static void kevin_sum_returns(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_reward_config_default(&c);
+    /* Kevin's worked example: speedups 1.0 and 1.7 give scores 1.3 and 2.0. */
+    pk_turn_facts f1 = correct(1.0), f2 = correct(1.7);
+    pk_turn_facts f0 = {.status = PK_STATUS_COMPILE_ERROR};
+    pk_turn_facts f3 = {.status = PK_STATUS_INCORRECT, .speedup = 3.0};
+    double s[4] = {pk_reward_score(&c, &f0), pk_reward_score(&c, &f1), pk_reward_score(&c, &f2),
+                   pk_reward_score(&c, &f3)};
+    assert_near(s[0], 0.0, EPS);
+    assert_near(s[1], 1.3, EPS);
+    assert_near(s[2], 2.0, EPS);
+    assert_near(s[3], 0.0, EPS);
+    double r[4];
+    pk_reward_returns(&c, s, 4, r);
+    assert_near(r[0], 0.84, EPS);
+    assert_near(r[1], 2.1, EPS);
+    assert_near(r[2], 2.0, EPS);
+    assert_near(r[3], 0.0, EPS);
+    /* In place. */
+    pk_reward_returns(&c, s, 4, s);
+    assert_near(s[0], 0.84, EPS);
+}
+
+static void max_returns(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_reward_config_default(&c);
+    c.mode = PK_RETURN_MAX;
+    const double s[4] = {0, 1.3, 2.0, 0};
+    double r[4];
+    pk_reward_returns(&c, s, 4, r);
+    /* R2 = 2.0; R1 = max(1.3, 0.4*2.0) = 1.3; R0 = max(0, 0.4*1.3) = 0.52. */
+    assert_near(r[0], 0.52, EPS);
+    assert_near(r[1], 1.3, EPS);
+    assert_near(r[2], 2.0, EPS);
+    assert_near(r[3], 0.0, EPS);
+    c.gamma = 0.8;
+    pk_reward_returns(&c, s, 4, r);
+    /* R1 = max(1.3, 0.8*2.0) = 1.6; R0 = max(0, 0.8*1.6) = 1.28. */
+    assert_near(r[0], 1.28, EPS);
+    assert_near(r[1], 1.6, EPS);
+    c.mode = PK_RETURN_SUM;
+    pk_reward_returns(&c, s, 4, r);
+    /* R1 = 1.3 + 0.8*2.0 = 2.9; R0 = 0.8*2.9 = 2.32. */
+    assert_near(r[0], 2.32, EPS);
+    assert_near(r[1], 2.9, EPS);
+}
+
+static void failures_score_zero(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_reward_config_default(&c);
+    for (int st = 0; st < PK_STATUS_COUNT; st++) {
+        pk_turn_facts f = {.status = (pk_status)st, .speedup = 2.0};
+        double want = st == PK_STATUS_CORRECT ? 2.3 : 0.0;
+        assert_near(pk_reward_score(&c, &f), want, EPS);
+    }
+}
+
+static void transforms(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_reward_config_default(&c);
+    pk_turn_facts fast = correct(4.0), slow = correct(0.5), untimed = correct(0.0);
+    c.transform = PK_SPEEDUP_LOG2;
+    assert_near(pk_reward_score(&c, &fast), 2.3, EPS);
+    assert_near(pk_reward_score(&c, &slow), -0.7, EPS);
+    assert_near(pk_reward_score(&c, &untimed), 0.3, EPS);
+    c.transform = PK_SPEEDUP_CLIP;
+    c.clip_lo = 0.75;
+    c.clip_hi = 2.0;
+    assert_near(pk_reward_score(&c, &fast), 2.3, EPS);
+    assert_near(pk_reward_score(&c, &slow), 1.05, EPS);
+    assert_near(pk_reward_score(&c, &untimed), 0.3, EPS);
+    pk_turn_facts mid = correct(1.25);
+    assert_near(pk_reward_score(&c, &mid), 1.55, EPS);
+    c.transform = PK_SPEEDUP_RAW;
+    assert_near(pk_reward_score(&c, &slow), 0.8, EPS);
+    c.w_correct = 0.0;
+    assert_near(pk_reward_score(&c, &fast), 4.0, EPS);
+}
+
+static void intermediate_rewards_and_penalties(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_reward_config_default(&c);
+    c.r_compile = 0.1;
+    c.r_run = 0.2;
+    c.penalty_rejected = 0.5;
+    c.penalty_format = 0.25;
+    const double want[PK_STATUS_COUNT] = {
+        [PK_STATUS_FORMAT_ERROR] = -0.25, [PK_STATUS_REJECTED] = -0.5,
+        [PK_STATUS_COMPILE_ERROR] = 0.0,  [PK_STATUS_RUNTIME_ERROR] = 0.1,
+        [PK_STATUS_TIMEOUT] = 0.1,        [PK_STATUS_INCORRECT] = 0.3,
+        [PK_STATUS_CORRECT] = 1.6,
+    };
+    for (int st = 0; st < PK_STATUS_COUNT; st++) {
+        pk_turn_facts f = {.status = (pk_status)st, .speedup = 1.0};
+        assert_near(pk_reward_score(&c, &f), want[st], EPS);
+    }
+}
+
+static void baselines(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_reward_config_default(&c);
+    pk_turn_facts f = {
+        .status = PK_STATUS_CORRECT, .time_us = 100, .baseline_us = 150, .roofline_us = 50};
+    /* No stored ratio: reference / candidate from the two times. */
+    assert_near(pk_reward_score(&c, &f), 1.8, EPS);
+    f.speedup = 1.4;
+    assert_near(pk_reward_score(&c, &f), 1.7, EPS);
+    strcpy(c.baseline, "roofline");
+    assert_near(pk_reward_score(&c, &f), 0.8, EPS);
+}
+
+static void facts_from_result_json(void **state) {
+    (void)state;
+    pk_turn_facts f;
+    pk_error err = {0};
+    const char *json = "{\"status\":\"correct\",\"speedup\":1.5,\"roofline_us\":20,"
+                       "\"candidate\":{\"median_us\":100.0,\"cv\":0.01},"
+                       "\"reference\":{\"median_us\":150},\"trials\":[{\"passed\":true}]}";
+    assert_int_equal(pk_turn_facts_from_result_json(json, &f, &err), PK_OK);
+    assert_int_equal(f.status, PK_STATUS_CORRECT);
+    assert_near(f.speedup, 1.5, EPS);
+    assert_near(f.time_us, 100.0, EPS);
+    assert_near(f.baseline_us, 150.0, EPS);
+    assert_near(f.roofline_us, 20.0, EPS);
+    assert_int_equal(pk_turn_facts_from_result_json("{\"status\":\"timeout\"}", &f, &err), PK_OK);
+    assert_int_equal(f.status, PK_STATUS_TIMEOUT);
+    assert_near(f.speedup, 0.0, EPS);
+    assert_int_equal(pk_turn_facts_from_result_json("{\"status\":\"great\"}", &f, &err),
+                     PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "status"));
+    assert_int_equal(pk_turn_facts_from_result_json("[1]", &f, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_turn_facts_from_result_json("{\"status\":", &f, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "invalid JSON"));
+    assert_int_equal(pk_turn_facts_from_result_json(NULL, &f, &err), PK_ERR_INVALID);
+}
+
+static void config_json(void **state) {
+    (void)state;
+    pk_reward_config c, d;
+    pk_error err = {0};
+    pk_reward_config_default(&c);
+    assert_int_equal(pk_reward_config_merge_json(
+                         &c,
+                         "{\"gamma\":0.8,\"mode\":\"max\",\"transform\":\"clip\",\"clip_lo\":0,"
+                         "\"clip_hi\":3,\"r_compile\":0.05,\"penalty_rejected\":1,"
+                         "\"baseline\":\"roofline\"}",
+                         &err),
+                     PK_OK);
+    assert_near(c.gamma, 0.8, EPS);
+    assert_int_equal(c.mode, PK_RETURN_MAX);
+    assert_int_equal(c.transform, PK_SPEEDUP_CLIP);
+    assert_near(c.clip_hi, 3.0, EPS);
+    assert_near(c.w_correct, 0.3, EPS); /* untouched keys keep their value */
+    assert_string_equal(c.baseline, "roofline");
+    /* Round trip through the JSON form. */
+    char *json = pk_reward_config_to_json(&c);
+    assert_non_null(json);
+    pk_reward_config_default(&d);
+    assert_int_equal(pk_reward_config_merge_json(&d, json, &err), PK_OK);
+    free(json);
+    assert_memory_equal(&c, &d, sizeof c);
+    /* Errors name the key and leave the config unchanged. */
+    const char *bad[][2] = {
+        {"{\"gama\":0.5}", "gama"},
+        {"{\"gamma\":\"x\"}", "gamma"},
+        {"{\"gamma\":1.5}", "gamma"},
+        {"{\"mode\":\"mean\"}", "mode"},
+        {"{\"transform\":2}", "transform"},
+        {"{\"baseline\":\"torch\"}", "baseline"},
+        {"{\"w_correct\":null}", "w_correct"},
+        {"{\"transform\":\"clip\",\"clip_lo\":3,\"clip_hi\":1}", "clip_lo"},
+        {"[]", "object"},
+        {"{", "invalid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        d = c;
+        assert_int_equal(pk_reward_config_merge_json(&d, bad[i][0], &err), PK_ERR_INVALID);
+        assert_non_null(strstr(err.message, bad[i][1]));
+        assert_memory_equal(&c, &d, sizeof c);
+    }
+}
+
+static void stored_config(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_error err = {0};
+    assert_int_equal(
+        pk_reward_config_from_stored_json("{\"max_turns\":4,\"reward\":{\"gamma\":0.8}}", &c, &err),
+        PK_OK);
+    assert_near(c.gamma, 0.8, EPS);
+    assert_int_equal(pk_reward_config_from_stored_json("{\"mode\":\"max\"}", &c, &err), PK_OK);
+    assert_int_equal(c.mode, PK_RETURN_MAX);
+    assert_near(c.gamma, 0.4, EPS);
+    assert_int_equal(pk_reward_config_from_stored_json("{\"reward\":3}", &c, &err), PK_ERR_INVALID);
+}
+
+static void advantages(void **state) {
+    (void)state;
+    const double r[3] = {1, 2, 3};
+    double a[3];
+    pk_reward_advantages(r, 3, 0.0, a);
+    /* mean 2, population std sqrt(2/3). */
+    assert_near(a[0], -1.224744871391589, 1e-12);
+    assert_near(a[1], 0.0, EPS);
+    assert_near(a[2], 1.224744871391589, 1e-12);
+    const double same[2] = {0.5, 0.5};
+    pk_reward_advantages(same, 2, 1e-4, a);
+    assert_near(a[0], 0.0, EPS);
+    assert_near(a[1], 0.0, EPS);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kevin_sum_returns),
+        cmocka_unit_test(max_returns),
+        cmocka_unit_test(failures_score_zero),
+        cmocka_unit_test(transforms),
+        cmocka_unit_test(intermediate_rewards_and_penalties),
+        cmocka_unit_test(baselines),
+        cmocka_unit_test(facts_from_result_json),
+        cmocka_unit_test(config_json),
+        cmocka_unit_test(stored_config),
+        cmocka_unit_test(advantages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
