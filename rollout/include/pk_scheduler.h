@@ -28,6 +28,9 @@ typedef struct pk_scheduler_opts {
     int queue_limit;        /* jobs accepted but not finished; beyond it submit says overloaded */
     const char *cache_dir;  /* compile and baseline caches; NULL: no caching */
     int remeasure_baseline; /* time the reference on every step instead of caching it */
+    /* Added by the rollout engine (zero keeps the defaults): */
+    int run_host_slots; /* concurrent runs of host problems; 0: compile_workers */
+    int max_bypass;     /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
 } pk_scheduler_opts;
 
 /* One finished job, sent over done_endpoint as a single frame holding the pointer
@@ -52,6 +55,14 @@ typedef struct pk_scheduler_stats {
     uint64_t compile_cache_misses;
     uint64_t baseline_cache_hits;
     double gpu_busy_ms; /* summed over GPUs since start */
+    /* Added by the rollout engine: */
+    int compile_workers;
+    double compile_busy_ms; /* summed over compile workers since start */
+    double host_busy_ms;    /* runs of host problems, summed over host slots */
+    double uptime_ms;       /* since create */
+    uint64_t overloaded;    /* submits refused with PK_ERR_OVERLOADED */
+    uint64_t backfilled;    /* GPU grants that went ahead of an older waiting job */
+    uint64_t harness_failures;
 } pk_scheduler_stats;
 
 int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_error *err);

@@ -1,0 +1,265 @@
+/* The dispatcher thread: owns the queues and the slot allocators, hands compile stages to
+ * idle compile workers and run stages to idle run workers once their GPUs (all at once) or
+ * a host slot are granted, and sends every finished job to the server's done_endpoint. */
+#include "pk_sched_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+static void send_to_worker(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) {
+    char id[16];
+    int n = snprintf(id, sizeof id, "w%d", w->index);
+    zmq_send(s->work_router, id, (size_t)n, ZMQ_SNDMORE);
+    zmq_send(s->work_router, m, sizeof *m, 0);
+}
+
+static void finish(pk_scheduler *s, pk_sched_job *j) {
+    pk_completion *c = j->completion;
+    pthread_mutex_lock(&s->mu);
+    s->in_flight--;
+    s->stats.done++;
+    if (c->harness_rc)
+        s->stats.harness_failures++;
+    if (j->task.compile_cache_hit)
+        s->stats.compile_cache_hits++;
+    if (j->task.compile_cache_miss)
+        s->stats.compile_cache_misses++;
+    if (j->task.baseline_cache_hit)
+        s->stats.baseline_cache_hits++;
+    pthread_mutex_unlock(&s->mu);
+    pk_sched_job_free(j);
+    void *ptr = c;
+    if (zmq_send(s->done_push, &ptr, sizeof ptr, 0) != (int)sizeof ptr) {
+        fprintf(stderr, "pkgym scheduler: cannot deliver job %llu: %s\n",
+                (unsigned long long)c->ticket, zmq_strerror(zmq_errno()));
+        s->exec.free_completion(c);
+    }
+}
+
+static void cancel(pk_scheduler *s, pk_sched_job *j) {
+    if (j->task.state)
+        s->exec.release(s->exec.ctx, &j->task);
+    j->task.res->status = PK_STATUS_TIMEOUT;
+    snprintf(j->task.res->reason, sizeof j->task.res->reason,
+             "cancelled: the scheduler shut down before this job ran");
+    j->completion->harness_rc =
+        pk_error_set(j->task.err, PK_ERR_BUSY, "the scheduler shut down before this job ran");
+    finish(s, j);
+}
+
+static void cancel_waiting(pk_scheduler *s) {
+    int n_compile = 0, n_run = 0;
+    while (s->compile_head) {
+        pk_sched_job *j = s->compile_head;
+        s->compile_head = j->next;
+        cancel(s, j);
+        n_compile++;
+    }
+    s->compile_tail = NULL;
+    void *item;
+    while (pk_gpu_slots_pop_waiting(&s->gpu_slots, &item) ||
+           pk_gpu_slots_pop_waiting(&s->host_slots, &item)) {
+        cancel(s, item);
+        n_run++;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.queued_compile -= n_compile;
+    s->stats.queued_run -= n_run;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static pk_sched_worker *idle_worker(pk_scheduler *s, int kind) {
+    for (int i = 0; i < s->n_workers; i++)
+        if (s->workers[i].kind == kind && !s->workers[i].busy)
+            return &s->workers[i];
+    return NULL;
+}
+
+static void start_compiles(pk_scheduler *s) {
+    pk_sched_worker *w;
+    while (s->compile_head && (w = idle_worker(s, PK_WORKER_COMPILE))) {
+        pk_sched_job *j = s->compile_head;
+        s->compile_head = j->next;
+        if (!s->compile_head)
+            s->compile_tail = NULL;
+        w->busy = 1;
+        w->job = j;
+        pk_sched_msg m = {.type = PK_MSG_COMPILE, .ticket = j->task.ticket, .job = (uintptr_t)j};
+        pthread_mutex_lock(&s->mu);
+        s->stats.queued_compile--;
+        s->stats.compiling++;
+        pthread_mutex_unlock(&s->mu);
+        send_to_worker(s, w, &m);
+    }
+}
+
+static void start_runs(pk_scheduler *s) {
+    pk_sched_worker *w;
+    while ((w = idle_worker(s, PK_WORKER_RUN))) {
+        void *item = NULL;
+        int slots[PK_GPU_SLOTS_MAX], width = 0, gpu = 1;
+        if (!pk_gpu_slots_grant(&s->gpu_slots, &item, slots, &width)) {
+            gpu = 0;
+            if (!pk_gpu_slots_grant(&s->host_slots, &item, slots, &width))
+                return;
+        }
+        pk_sched_job *j = item;
+        pk_sched_msg m = {.type = PK_MSG_RUN, .ticket = j->task.ticket, .job = (uintptr_t)j};
+        j->n_slots = width;
+        memcpy(j->slots, slots, (size_t)width * sizeof *slots);
+        if (gpu) {
+            m.n_gpus = width;
+            for (int i = 0; i < width; i++)
+                m.gpus[i] = s->opts.gpus[slots[i]];
+        }
+        w->busy = 1;
+        w->job = j;
+        pthread_mutex_lock(&s->mu);
+        s->stats.queued_run--;
+        s->stats.running++;
+        s->stats.gpus_busy += gpu ? width : 0;
+        s->stats.backfilled = s->gpu_slots.backfilled;
+        pthread_mutex_unlock(&s->mu);
+        send_to_worker(s, w, &m);
+    }
+}
+
+static void queue_run(pk_scheduler *s, pk_sched_job *j) {
+    pk_gpu_slots *pool = j->needs_gpu ? &s->gpu_slots : &s->host_slots;
+    int rc = pk_gpu_slots_request(pool, j->task.ticket, j, j->needs_gpu ? j->world_size : 1,
+                                  j->task.err);
+    if (rc) {
+        if (j->task.state)
+            s->exec.release(s->exec.ctx, &j->task);
+        j->completion->harness_rc = rc;
+        finish(s, j);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stats.queued_run++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) {
+    pk_sched_job *j = w->job;
+    w->busy = 0;
+    w->job = NULL;
+    if (!j)
+        return; /* the READY of a fresh worker */
+    int was_run = w->kind == PK_WORKER_RUN;
+    pthread_mutex_lock(&s->mu);
+    if (was_run) {
+        s->stats.running--;
+        if (j->needs_gpu) {
+            s->stats.gpus_busy -= j->n_slots;
+            s->stats.gpu_busy_ms += m->busy_ms * j->n_slots;
+        } else {
+            s->stats.host_busy_ms += m->busy_ms;
+        }
+    } else {
+        s->stats.compiling--;
+        s->stats.compile_busy_ms += m->busy_ms;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (was_run) {
+        pk_gpu_slots_release(j->needs_gpu ? &s->gpu_slots : &s->host_slots, j->slots, j->n_slots);
+        finish(s, j);
+    } else if (!j->task.run_needed || j->completion->harness_rc) {
+        finish(s, j);
+    } else if (s->stopping) {
+        cancel(s, j);
+    } else {
+        queue_run(s, j);
+    }
+}
+
+static void read_submits(pk_scheduler *s) {
+    for (;;) {
+        uint64_t buf[2];
+        int n = zmq_recv(s->submit_pull, buf, sizeof buf, ZMQ_DONTWAIT);
+        if (n < 0)
+            return;
+        if (n == (int)sizeof buf[0] && buf[0]) {
+            pk_sched_job *j = (pk_sched_job *)(uintptr_t)buf[0];
+            j->next = NULL;
+            if (s->compile_tail)
+                s->compile_tail->next = j;
+            else
+                s->compile_head = j;
+            s->compile_tail = j;
+        } else if (n == (int)sizeof buf) {
+            s->stopping = 1;
+            s->stop_deadline_ms = pk_now_ms() + (double)buf[1];
+            cancel_waiting(s);
+        }
+    }
+}
+
+static void read_workers(pk_scheduler *s) {
+    for (;;) {
+        char id[16];
+        pk_sched_msg m;
+        int n = zmq_recv(s->work_router, id, sizeof id - 1, ZMQ_DONTWAIT);
+        if (n < 0)
+            return;
+        int more = 0;
+        size_t more_len = sizeof more;
+        zmq_getsockopt(s->work_router, ZMQ_RCVMORE, &more, &more_len);
+        if (!more)
+            continue;
+        int len = zmq_recv(s->work_router, &m, sizeof m, 0);
+        int index = -1;
+        id[n < (int)sizeof id - 1 ? n : (int)sizeof id - 1] = '\0';
+        if (len != (int)sizeof m || sscanf(id, "w%d", &index) != 1 || index < 0 ||
+            index >= s->n_workers)
+            continue;
+        on_done(s, &s->workers[index], &m);
+    }
+}
+
+static int all_idle(pk_scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_workers; /* may have shrunk if a worker failed to start */
+    int idle = 1;
+    for (int i = 0; i < n; i++)
+        if (s->workers[i].busy && !s->workers[i].dead)
+            idle = 0;
+    pthread_mutex_unlock(&s->mu);
+    return idle;
+}
+
+static void stop_workers(pk_scheduler *s) {
+    pk_sched_msg m = {.type = PK_MSG_STOP};
+    for (int i = 0; i < s->n_workers; i++)
+        send_to_worker(s, &s->workers[i], &m);
+}
+
+void *pk_sched_dispatcher_main(void *arg) {
+    pk_scheduler *s = arg;
+    zmq_pollitem_t items[2] = {{s->submit_pull, 0, ZMQ_POLLIN, 0},
+                               {s->work_router, 0, ZMQ_POLLIN, 0}};
+    int warned = 0;
+    for (;;) {
+        if (zmq_poll(items, 2, s->stopping ? 100 : -1) < 0 && zmq_errno() == ETERM)
+            break;
+        read_submits(s);
+        read_workers(s);
+        if (s->stopping) {
+            if (all_idle(s)) {
+                stop_workers(s);
+                break;
+            }
+            if (!warned && pk_now_ms() > s->stop_deadline_ms) {
+                /* A running stage cannot be interrupted; the harness's own compile and run
+                 * timeouts bound how long this wait lasts. */
+                fprintf(stderr, "pkgym scheduler: grace period over, waiting for running jobs\n");
+                warned = 1;
+            }
+            continue;
+        }
+        start_compiles(s);
+        start_runs(s);
+    }
+    return NULL;
+}

@@ -1,0 +1,77 @@
+/* Shared state of the scheduler's threads: the public API (scheduler.c), the dispatcher
+ * thread (dispatcher.c) and the worker threads (worker.c). */
+#ifndef PK_SCHED_INTERNAL_H
+#define PK_SCHED_INTERNAL_H
+
+#include <pthread.h>
+
+#include "pk_gpu_slots.h"
+#include "pk_sched_exec.h"
+#include "pk_sched_msg.h"
+
+enum pk_worker_kind { PK_WORKER_COMPILE, PK_WORKER_RUN };
+
+typedef struct pk_sched_job {
+    pk_sched_task task;
+    pk_completion *completion; /* task.res and task.err point into it */
+    char *source;
+    char *work_root;
+    char *launcher;
+    int world_size;
+    int needs_gpu;
+    int n_slots; /* slots held while running */
+    int slots[PK_SCHED_MAX_GPUS];
+    double t_submit_ms;
+    struct pk_sched_job *next; /* compile queue link */
+} pk_sched_job;
+
+typedef struct pk_sched_worker {
+    struct pk_scheduler *s;
+    int index;
+    int kind;
+    int busy;
+    int dead;          /* its thread could not open its socket; guarded by the mutex */
+    pk_sched_job *job; /* the job it works on, when busy */
+    pthread_t thread;
+    int started;
+} pk_sched_worker;
+
+struct pk_scheduler {
+    pk_scheduler_opts opts; /* done_endpoint and cache_dir copied below */
+    char *done_endpoint;
+    char *cache_dir;
+    pk_sched_exec exec;
+    void *zctx;
+    char submit_ep[64];
+    char work_ep[64];
+
+    pthread_mutex_t mu; /* guards everything below it and the submit socket */
+    void *submit_push;
+    int accepting;
+    int in_flight;
+    uint64_t next_ticket;
+    pk_scheduler_stats stats;
+
+    /* Dispatcher thread only. */
+    pthread_t dispatcher;
+    int dispatcher_started;
+    void *submit_pull;
+    void *work_router;
+    void *done_push;
+    pk_sched_job *compile_head, *compile_tail;
+    pk_gpu_slots gpu_slots;
+    pk_gpu_slots host_slots;
+    pk_sched_worker *workers;
+    int n_workers;
+    int n_compile_workers;
+    int stopping;
+    double stop_deadline_ms;
+
+    double t_start_ms;
+};
+
+void pk_sched_job_free(pk_sched_job *j); /* the record only; its completion is sent on */
+void *pk_sched_dispatcher_main(void *arg);
+void *pk_sched_worker_main(void *arg);
+
+#endif

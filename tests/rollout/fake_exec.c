@@ -1,0 +1,83 @@
+/* The test executor (see fake_exec.h). Sources: "ok..." runs and is correct, "cerr..." is a
+ * compile error, "hfail..." makes the harness itself fail. */
+#include "fake_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, pk_error *err) {
+    const fake_problem *fp = (const fake_problem *)p;
+    *world = fp->world_size;
+    *needs_gpu = fp->needs_gpu;
+    return PK_OK;
+}
+
+static int compile(void *ctx, pk_sched_task *t) {
+    fake_stats *st = ctx;
+    pthread_mutex_lock(&st->mu);
+    while (st->gate_closed)
+        pthread_cond_wait(&st->cv, &st->mu);
+    st->compiles++;
+    pthread_mutex_unlock(&st->mu);
+    if (strncmp(t->source, "hfail", 5) == 0)
+        return pk_error_set(t->err, PK_ERR_IO, "fake harness failure");
+    t->state = malloc(1);
+    if (strncmp(t->source, "cerr", 4) == 0) {
+        t->res->status = PK_STATUS_COMPILE_ERROR;
+        return PK_OK;
+    }
+    t->run_needed = 1;
+    return PK_OK;
+}
+
+static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
+    fake_stats *st = ctx;
+    const fake_problem *fp = (const fake_problem *)t->problem;
+    pthread_mutex_lock(&st->mu);
+    if (st->runs < 4096)
+        st->run_order[st->runs] = t->ticket;
+    st->runs++;
+    if (n_gpus != (fp->needs_gpu ? fp->world_size : 0))
+        st->wrong_width++;
+    for (int i = 0; i < n_gpus; i++)
+        if (st->gpu_users[gpus[i]]++ > 0)
+            st->double_booked++;
+    pthread_mutex_unlock(&st->mu);
+    usleep((useconds_t)fp->run_us);
+    pthread_mutex_lock(&st->mu);
+    for (int i = 0; i < n_gpus; i++)
+        st->gpu_users[gpus[i]]--;
+    pthread_mutex_unlock(&st->mu);
+    t->res->status = PK_STATUS_CORRECT;
+    t->res->world_size = n_gpus;
+    return PK_OK;
+}
+
+static void release(void *ctx, pk_sched_task *t) {
+    free(t->state);
+    t->state = NULL;
+}
+
+void fake_completion_free(pk_completion *c) {
+    free(c); /* the fake sets no owned strings in the result */
+}
+
+void fake_exec_init(fake_stats *st, pk_sched_exec *exec) {
+    memset(st, 0, sizeof *st);
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    *exec = (pk_sched_exec){.ctx = st,
+                            .describe = describe,
+                            .compile = compile,
+                            .run = run,
+                            .release = release,
+                            .free_completion = fake_completion_free};
+}
+
+void fake_exec_set_gate(fake_stats *st, int closed) {
+    pthread_mutex_lock(&st->mu);
+    st->gate_closed = closed;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+}

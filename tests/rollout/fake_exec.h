@@ -1,0 +1,31 @@
+/* A test executor: GPUs as plain resources, no harness. It checks that no GPU is ever given
+ * to two running jobs and records the order in which runs start. */
+#ifndef FAKE_EXEC_H
+#define FAKE_EXEC_H
+
+#include <pthread.h>
+
+#include "pk_sched_exec.h"
+
+typedef struct fake_problem {
+    int world_size;
+    int needs_gpu;
+    int run_us;
+} fake_problem;
+
+typedef struct fake_stats {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int gate_closed; /* compiles wait while set */
+    int compiling_now, compiles, runs;
+    int gpu_users[64];
+    int double_booked;        /* a GPU given to two running jobs at once */
+    int wrong_width;          /* a run given a GPU count other than its world size */
+    uint64_t run_order[4096]; /* tickets in the order runs started */
+} fake_stats;
+
+void fake_exec_init(fake_stats *st, pk_sched_exec *exec);
+void fake_exec_set_gate(fake_stats *st, int closed);
+void fake_completion_free(pk_completion *c);
+
+#endif

@@ -1,0 +1,235 @@
+/* The scheduler with a fake executor (GPUs as plain resources): every job of mixed world
+ * sizes completes (no deadlock), no GPU is shared, a wide job is not starved by a stream of
+ * narrow ones, full queues answer overloaded, compile errors skip the run, harness failures
+ * and shutdown cancellations are reported. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zmq.h>
+
+#include "fake_exec.h"
+
+typedef struct fixture {
+    void *zctx;
+    void *done_pull;
+    fake_stats st;
+    pk_scheduler *s;
+} fixture;
+
+static fixture *start(int n_gpus, int compile_workers, int queue_limit) {
+    static int seq;
+    fixture *f = calloc(1, sizeof *f);
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://test-done-%d", seq++);
+    f->zctx = zmq_ctx_new();
+    f->done_pull = zmq_socket(f->zctx, ZMQ_PULL);
+    int timeout_ms = 30000; /* a deadlock fails the test instead of hanging it */
+    zmq_setsockopt(f->done_pull, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    assert_int_equal(zmq_bind(f->done_pull, ep), 0);
+    pk_sched_exec exec;
+    fake_exec_init(&f->st, &exec);
+    pk_scheduler_opts o = {.zmq_ctx = f->zctx,
+                           .done_endpoint = ep,
+                           .compile_workers = compile_workers,
+                           .n_gpus = n_gpus,
+                           .queue_limit = queue_limit};
+    for (int i = 0; i < n_gpus; i++)
+        o.gpus[i] = 10 + i; /* device ids need not be slot indices */
+    pk_error err;
+    assert_int_equal(pk_scheduler_create_with_exec(&o, &exec, &f->s, &err), PK_OK);
+    return f;
+}
+
+static pk_completion *next_done(fixture *f) {
+    pk_completion *c = NULL;
+    int n = zmq_recv(f->done_pull, &c, sizeof c, 0);
+    assert_int_equal(n, (int)sizeof c);
+    return c;
+}
+
+static void stop(fixture *f) {
+    pk_scheduler_free(f->s);
+    zmq_close(f->done_pull);
+    zmq_ctx_term(f->zctx);
+    free(f);
+}
+
+static uint64_t submit_ok(fixture *f, const fake_problem *p, const char *src) {
+    uint64_t ticket = 0;
+    pk_error err;
+    int rc = pk_scheduler_submit(f->s, (const pk_problem *)p, src, NULL, NULL, &ticket, &err);
+    if (rc)
+        fail_msg("submit: %s", err.message);
+    return ticket;
+}
+
+static void test_mixed_world_sizes(void **state) {
+    fixture *f = start(8, 2, 0);
+    fake_problem probs[] = {{1, 1, 300}, {2, 1, 500}, {4, 1, 800}, {8, 1, 400}, {2, 1, 200}};
+    enum { N = 150 };
+    for (int i = 0; i < N; i++)
+        submit_ok(f, &probs[i % 5], "ok");
+    unsigned char seen[N + 1] = {0};
+    for (int i = 0; i < N; i++) {
+        pk_completion *c = next_done(f);
+        assert_int_equal(c->harness_rc, 0);
+        assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+        assert_true(c->ticket >= 1 && c->ticket <= N);
+        assert_int_equal(seen[c->ticket], 0);
+        seen[c->ticket] = 1;
+        fake_completion_free(c);
+    }
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.done, N);
+    assert_int_equal(ss.running + ss.queued_run + ss.queued_compile + ss.compiling, 0);
+    assert_int_equal(ss.gpus_busy, 0);
+    assert_int_equal(ss.gpus_total, 8);
+    assert_true(ss.gpu_busy_ms > 0);
+    assert_int_equal(f->st.double_booked, 0);
+    assert_int_equal(f->st.wrong_width, 0);
+    assert_int_equal(f->st.runs, N);
+    stop(f);
+}
+
+/* 40 one-GPU jobs, then one 8-GPU job, then 60 more one-GPU jobs. Greedy allocation would
+ * run the wide job last; FIFO with bounded backfill starts it after at most max_bypass
+ * (default 4) later jobs plus those compiling beside it. */
+static void test_wide_job_not_starved(void **state) {
+    fixture *f = start(8, 2, 0);
+    fake_problem narrow = {1, 1, 3000}, wide = {8, 1, 1000};
+    for (int i = 0; i < 40; i++)
+        submit_ok(f, &narrow, "ok");
+    uint64_t wide_ticket = submit_ok(f, &wide, "ok");
+    for (int i = 0; i < 60; i++)
+        submit_ok(f, &narrow, "ok");
+    for (int i = 0; i < 101; i++)
+        fake_completion_free(next_done(f));
+    int later_before = -1;
+    for (int i = 0; i < f->st.runs; i++) {
+        if (f->st.run_order[i] == wide_ticket) {
+            later_before = 0;
+            for (int k = 0; k < i; k++)
+                later_before += f->st.run_order[k] > wide_ticket;
+            break;
+        }
+    }
+    assert_true(later_before >= 0);
+    assert_true(later_before <= 4 + 2);
+    assert_int_equal(f->st.double_booked, 0);
+    stop(f);
+}
+
+static void test_overloaded_when_full(void **state) {
+    fixture *f = start(2, 1, 3);
+    fake_problem p = {1, 1, 100};
+    fake_exec_set_gate(&f->st, 1);
+    for (int i = 0; i < 3; i++)
+        submit_ok(f, &p, "ok");
+    pk_error err;
+    uint64_t t;
+    assert_int_equal(pk_scheduler_submit(f->s, (const pk_problem *)&p, "ok", NULL, NULL, &t, &err),
+                     PK_ERR_OVERLOADED);
+    assert_non_null(strstr(err.message, "overloaded"));
+    fake_exec_set_gate(&f->st, 0);
+    for (int i = 0; i < 3; i++)
+        fake_completion_free(next_done(f));
+    submit_ok(f, &p, "ok"); /* room again */
+    fake_completion_free(next_done(f));
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.overloaded, 1);
+    stop(f);
+}
+
+static void test_compile_error_and_harness_failure(void **state) {
+    fixture *f = start(2, 1, 0);
+    fake_problem p = {2, 1, 100};
+    uint64_t t_cerr = submit_ok(f, &p, "cerr");
+    uint64_t t_fail = submit_ok(f, &p, "hfail");
+    for (int i = 0; i < 2; i++) {
+        pk_completion *c = next_done(f);
+        if (c->ticket == t_cerr) {
+            assert_int_equal(c->harness_rc, 0);
+            assert_int_equal(c->result.status, PK_STATUS_COMPILE_ERROR);
+        } else {
+            assert_int_equal(c->ticket, t_fail);
+            assert_int_equal(c->harness_rc, PK_ERR_IO);
+            assert_string_equal(c->error.message, "fake harness failure");
+        }
+        fake_completion_free(c);
+    }
+    assert_int_equal(f->st.runs, 0); /* neither reached a GPU */
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.harness_failures, 1);
+    stop(f);
+}
+
+static void test_unsupported_and_host_problems(void **state) {
+    fixture *f = start(2, 1, 0);
+    fake_problem too_wide = {4, 1, 0}, host = {3, 0, 100};
+    pk_error err;
+    uint64_t t;
+    assert_int_equal(
+        pk_scheduler_submit(f->s, (const pk_problem *)&too_wide, "ok", NULL, NULL, &t, &err),
+        PK_ERR_UNSUPPORTED);
+    /* A host problem takes a host slot and no GPU, whatever its world size. */
+    submit_ok(f, &host, "ok");
+    pk_completion *c = next_done(f);
+    assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+    assert_int_equal(c->result.world_size, 0);
+    fake_completion_free(c);
+    assert_int_equal(f->st.wrong_width, 0);
+    stop(f);
+}
+
+static void *shutdown_thread(void *arg) {
+    pk_scheduler_shutdown(arg, 0);
+    return NULL;
+}
+
+static void test_shutdown_cancels_queued(void **state) {
+    fixture *f = start(2, 1, 0);
+    fake_problem p = {1, 1, 100};
+    fake_exec_set_gate(&f->st, 1);
+    for (int i = 0; i < 5; i++)
+        submit_ok(f, &p, "ok");
+    pthread_t th;
+    pthread_create(&th, NULL, shutdown_thread, f->s);
+    usleep(50000);
+    fake_exec_set_gate(&f->st, 0); /* the compile in progress finishes; nothing runs */
+    pthread_join(th, NULL);
+    for (int i = 0; i < 5; i++) {
+        pk_completion *c = next_done(f);
+        assert_int_equal(c->harness_rc, PK_ERR_BUSY);
+        assert_int_equal(c->result.status, PK_STATUS_TIMEOUT);
+        assert_non_null(strstr(c->result.reason, "shut down"));
+        fake_completion_free(c);
+    }
+    assert_int_equal(f->st.runs, 0);
+    pk_error err;
+    uint64_t t;
+    assert_int_equal(pk_scheduler_submit(f->s, (const pk_problem *)&p, "ok", NULL, NULL, &t, &err),
+                     PK_ERR_BUSY);
+    stop(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mixed_world_sizes),
+        cmocka_unit_test(test_wide_job_not_starved),
+        cmocka_unit_test(test_overloaded_when_full),
+        cmocka_unit_test(test_compile_error_and_harness_failure),
+        cmocka_unit_test(test_unsupported_and_host_problems),
+        cmocka_unit_test(test_shutdown_cancels_queued),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
