@@ -1,13 +1,226 @@
-/* Placeholder until issue #6 lands: says so and fails, as the CLI contract requires. */
-#include "pk_reward.h"
-
+/* `pkgym reward`: the reward-ablation tool. Rescores every stored trajectory under a reward
+ * config (or its own stored one, verifying the online scores and returns), and prints the
+ * returns and GRPO advantages as a table or as JSON. */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "ablation.h"
+#include "pk_reward.h"
+#include "pk_store.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: pkgym reward --db FILE [--config FILE.json] [--normalize problem|group]\n"
+            "                    [--json] [--verify] [--eps E] [--tolerance T]\n\n"
+            "Recomputes every stored trajectory's scores and returns, and its GRPO advantages\n"
+            "(R - mean) / (std + eps) over all turns of all trajectories of a problem or group.\n\n"
+            "  --db FILE          trajectory store written by `pkgym serve` (opened read-only)\n"
+            "  --config FILE      reward config (JSON, merged over the defaults); without it each\n"
+            "                     trajectory's stored config is used and the results must match\n"
+            "                     the online scores and returns (exit 1 otherwise)\n"
+            "  --normalize KEY    advantage normalization set: problem (default) or group\n"
+            "  --json             print JSON instead of a table\n"
+            "  --verify           with --config too: exit 1 unless scores and returns match\n"
+            "  --eps E            advantage denominator epsilon (default 1e-4)\n"
+            "  --tolerance T      relative tolerance of the comparison (default 1e-9)\n\n"
+            "Exit status: 0 ok, 1 mismatch with the online values, 2 usage or store error.\n"
+            "Configuration keys and the store schema: docs/rewards.md.\n");
+}
+
+typedef struct reward_args {
+    const char *db, *config;
+    pk_ablation_opts opts;
+    int json, verify;
+} reward_args;
+
+static int parse_double(const char *s, double *out) {
+    char *end;
+    *out = strtod(s, &end);
+    return *s && !*end ? 0 : -1;
+}
+
+/* Returns -1 to continue, else the exit status. */
+static int parse_args(int argc, char **argv, reward_args *a) {
+    memset(a, 0, sizeof *a);
+    a->opts.eps = 1e-4;
+    a->opts.tolerance = 1e-9;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = strcmp(arg, "--db") == 0 || strcmp(arg, "--config") == 0 ||
+                    strcmp(arg, "--normalize") == 0 || strcmp(arg, "--eps") == 0 ||
+                    strcmp(arg, "--tolerance") == 0;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (takes && !val) {
+            fprintf(stderr, "pkgym reward: %s needs a value\n", arg);
+            return 2;
+        } else if (strcmp(arg, "--db") == 0) {
+            a->db = val;
+        } else if (strcmp(arg, "--config") == 0) {
+            a->config = val;
+        } else if (strcmp(arg, "--normalize") == 0) {
+            if (strcmp(val, "problem") != 0 && strcmp(val, "group") != 0) {
+                fprintf(stderr, "pkgym reward: --normalize takes problem or group\n");
+                return 2;
+            }
+            a->opts.normalize = val[0] == 'g' ? PK_NORMALIZE_GROUP : PK_NORMALIZE_PROBLEM;
+        } else if (strcmp(arg, "--eps") == 0 || strcmp(arg, "--tolerance") == 0) {
+            double *dst = arg[2] == 'e' ? &a->opts.eps : &a->opts.tolerance;
+            if (parse_double(val, dst) || !(*dst >= 0)) {
+                fprintf(stderr, "pkgym reward: %s takes a number >= 0\n", arg);
+                return 2;
+            }
+        } else if (strcmp(arg, "--json") == 0) {
+            a->json = 1;
+        } else if (strcmp(arg, "--verify") == 0) {
+            a->verify = 1;
+        } else {
+            fprintf(stderr, "pkgym reward: unknown option '%s'\n", arg);
+            usage(stderr);
+            return 2;
+        }
+        i += takes;
+    }
+    if (!a->db) {
+        fprintf(stderr, "pkgym reward: --db FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!a->config)
+        a->verify = 1; /* the stored config must reproduce the online values */
+    return -1;
+}
+
+static int load_config(const char *path, pk_reward_config *c, pk_error *err) {
+    char *text = NULL;
+    int rc = pk_read_file(path, &text, NULL, err);
+    if (rc)
+        return rc;
+    pk_reward_config_default(c);
+    rc = pk_reward_config_merge_json(c, text, err);
+    free(text);
+    return rc;
+}
+
+static const char *normalize_name(pk_normalize n) {
+    return n == PK_NORMALIZE_GROUP ? "group" : "problem";
+}
+
+static void print_table(const pk_ablation *a, const reward_args *args) {
+    int turns = 0;
+    for (int i = 0; i < a->n_episodes; i++)
+        turns += a->episodes[i].n_turns;
+    printf("pkgym reward: %d trajectories, %d turns; config: %s; normalize: %s; eps %g\n",
+           a->n_episodes, turns, args->config ? args->config : "stored per trajectory",
+           normalize_name(args->opts.normalize), args->opts.eps);
+    printf("%-20s %-20s %-12s %4s %-13s %8s %9s %9s %9s %9s %9s\n", "episode", "problem", "group",
+           "turn", "status", "speedup", "score", "return", "advantage", "online_s", "online_R");
+    for (int i = 0; i < a->n_episodes; i++) {
+        const pk_ablation_episode *e = &a->episodes[i];
+        for (int t = 0; t < e->n_turns; t++) {
+            const pk_ablation_turn *u = &e->turns[t];
+            char online_r[32] = "-";
+            if (e->finished)
+                snprintf(online_r, sizeof online_r, "%9.4f", u->online_return);
+            printf("%-20s %-20s %-12s %4d %-13s %8.4f %9.4f %9.4f %9.4f %9.4f %9s%s\n", e->id,
+                   e->problem_id, e->group ? e->group : "-", u->turn, pk_status_name(u->status),
+                   u->speedup, u->score, u->ret, u->advantage, u->online_score, online_r,
+                   args->verify && u->mismatch ? "  MISMATCH" : "");
+        }
+    }
+    printf("\n%-20s %12s %6s %12s %12s\n", normalize_name(args->opts.normalize), "trajectories",
+           "turns", "mean_return", "std_return");
+    for (int k = 0; k < a->n_sets; k++)
+        printf("%-20s %12d %6d %12.6f %12.6f\n", a->sets[k].key, a->sets[k].n_trajectories,
+               a->sets[k].n_turns, a->sets[k].mean, a->sets[k].std);
+    printf("\nonline comparison: %d turn(s) differ; %d trajectory(ies) without online returns\n",
+           a->n_mismatches, a->n_unfinished);
+}
+
+static json_t *config_json(const pk_reward_config *c) {
+    char *text = pk_reward_config_to_json(c);
+    json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return j ? j : json_null();
+}
+
+static json_t *episode_json(const pk_ablation_episode *e) {
+    json_t *turns = json_array();
+    for (int t = 0; t < e->n_turns; t++) {
+        const pk_ablation_turn *u = &e->turns[t];
+        json_array_append_new(
+            turns,
+            json_pack("{s:i, s:s, s:f, s:f, s:f, s:f, s:f, s:o, s:b}", "turn", u->turn, "status",
+                      pk_status_name(u->status), "speedup", u->speedup, "score", u->score, "return",
+                      u->ret, "advantage", u->advantage, "online_score", u->online_score,
+                      "online_return", e->finished ? json_real(u->online_return) : json_null(),
+                      "mismatch", u->mismatch));
+    }
+    return json_pack("{s:s, s:s, s:o, s:I, s:b, s:o, s:o}", "episode_id", e->id, "problem_id",
+                     e->problem_id, "group", e->group ? json_string(e->group) : json_null(), "seed",
+                     (json_int_t)e->seed, "finished", e->finished, "config",
+                     config_json(&e->config), "turns", turns);
+}
+
+static int print_json(const pk_ablation *a, const reward_args *args,
+                      const pk_reward_config *config) {
+    json_t *episodes = json_array(), *sets = json_array();
+    for (int i = 0; i < a->n_episodes; i++)
+        json_array_append_new(episodes, episode_json(&a->episodes[i]));
+    for (int k = 0; k < a->n_sets; k++)
+        json_array_append_new(sets, json_pack("{s:s, s:i, s:i, s:f, s:f}", "key", a->sets[k].key,
+                                              "trajectories", a->sets[k].n_trajectories, "turns",
+                                              a->sets[k].n_turns, "mean_return", a->sets[k].mean,
+                                              "std_return", a->sets[k].std));
+    json_t *root = json_pack(
+        "{s:o, s:s, s:f, s:o, s:o, s:i, s:i}", "config", config ? config_json(config) : json_null(),
+        "normalize", normalize_name(args->opts.normalize), "eps", args->opts.eps, "episodes",
+        episodes, "sets", sets, "mismatches", a->n_mismatches, "unfinished", a->n_unfinished);
+    if (!root || json_dumpf(root, stdout, JSON_INDENT(1)) != 0) {
+        json_decref(root);
+        fprintf(stderr, "pkgym reward: could not write JSON\n");
+        return 2;
+    }
+    putchar('\n');
+    json_decref(root);
+    return 0;
+}
+
 int pk_cmd_reward(int argc, char **argv) {
-    int help = argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    fprintf(
-        help ? stdout : stderr,
-        "pkgym reward: not built yet (issue #6). This subcommand does nothing in this build.\n");
-    return 2;
+    reward_args args;
+    int status = parse_args(argc, argv, &args);
+    if (status >= 0)
+        return status;
+    pk_error err = {0};
+    pk_reward_config config;
+    if (args.config && load_config(args.config, &config, &err)) {
+        fprintf(stderr, "pkgym reward: %s: %s\n", args.config, err.message);
+        return 2;
+    }
+    args.opts.config = args.config ? &config : NULL;
+    pk_store *store = NULL;
+    pk_ablation a;
+    if (pk_store_open_readonly(args.db, &store, &err) ||
+        pk_ablation_run(store, &args.opts, &a, &err)) {
+        fprintf(stderr, "pkgym reward: %s\n", err.message);
+        pk_store_close(store);
+        return 2;
+    }
+    pk_store_close(store);
+    if (args.json)
+        status = print_json(&a, &args, args.opts.config);
+    else
+        print_table(&a, &args);
+    if (status == 0 && args.verify && a.n_mismatches > 0) {
+        fprintf(stderr,
+                "pkgym reward: %d turn(s) differ from the online scores or returns "
+                "(tolerance %g)\n",
+                a.n_mismatches, args.opts.tolerance);
+        status = 1;
+    }
+    pk_ablation_free(&a);
+    return status;
 }

@@ -1,0 +1,243 @@
+/* The trajectory store: schema, WAL, errors, and a writer killed with SIGKILL mid-stream. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "near.h"
+#include "pk_reward.h"
+#include "pk_store.h"
+
+static char *db_path(void **state) {
+    return (char *)*state;
+}
+
+static int setup(void **state) {
+    char dir[] = "/tmp/pk-store-test-XXXXXX";
+    if (!mkdtemp(dir))
+        return -1;
+    *state = pk_path_join(dir, "trajectories.db");
+    return 0;
+}
+
+static int teardown(void **state) {
+    char *path = *state;
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    pk_rm_rf(path);
+    free(path);
+    return 0;
+}
+
+/* Runs a one-value query on a separate raw connection. */
+static char *query_text(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    char *out = NULL;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        out = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+}
+
+static void expect_query(const char *path, const char *sql, const char *want) {
+    char *got = query_text(path, sql);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void write_and_read_back(void **state) {
+    const char *path = db_path(state);
+    pk_store *s = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_open(path, &s, &err), PK_OK);
+    pk_episode_row e = {.episode_id = "ep1",
+                        .problem_id = "allreduce",
+                        .group = "g0",
+                        .seed = 42,
+                        .max_turns = 4,
+                        .config_json = "{\"reward\":{\"gamma\":0.8}}",
+                        .created_at = 1000.5,
+                        .task_prompt = "Write an all-reduce."};
+    assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_OK);
+    assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_ERR_INVALID); /* duplicate id */
+    pk_turn_row t = {.episode_id = "ep1",
+                     .turn = 0,
+                     .action = "<think>..</think>```cu```",
+                     .summary = "tiled",
+                     .code = "__global__ void k() {}",
+                     .status = PK_STATUS_CORRECT,
+                     .score = 1.8,
+                     .result_json = "{\"status\":\"correct\",\"speedup\":1.5,"
+                                    "\"candidate\":{\"median_us\":10},"
+                                    "\"reference\":{\"median_us\":15}}",
+                     .feedback = "correct, 1.50x",
+                     .started_at = 1001,
+                     .finished_at = 1002};
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* duplicate turn */
+    t.episode_id = "nope";
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* unknown episode */
+    pk_turn_row fmt = {.episode_id = "ep1", .turn = 1, .status = PK_STATUS_FORMAT_ERROR};
+    assert_int_equal(pk_store_add_turn(s, &fmt, &err), PK_OK);
+    const double returns[2] = {1.8, 0.0};
+    assert_int_equal(pk_store_finish_episode(s, "ep1", returns, 1, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "2 stored turns"));
+    assert_int_equal(pk_store_finish_episode(s, "ep1", returns, 2, &err), PK_OK);
+    assert_int_equal(pk_store_finish_episode(s, "ep9", NULL, 0, &err), PK_ERR_NOT_FOUND);
+    /* An episode without a config keeps an explicit snapshot of the defaults. */
+    pk_episode_row e2 = {.episode_id = "ep2", .problem_id = "allgather", .max_turns = 1};
+    assert_int_equal(pk_store_begin_episode(s, &e2, &err), PK_OK);
+    pk_store_close(s);
+
+    expect_query(path, "PRAGMA journal_mode", "wal");
+    expect_query(path, "SELECT version FROM schema_version", "1");
+    expect_query(path,
+                 "SELECT group_id || ',' || seed || ',' || max_turns || ',' || task_prompt"
+                 " FROM episodes WHERE id='ep1'",
+                 "g0,42,4,Write an all-reduce.");
+    expect_query(path, "SELECT returns_json FROM episodes WHERE id='ep1'", "[1.8,0.0]");
+    expect_query(path, "SELECT finished_at > created_at FROM episodes WHERE id='ep1'", "1");
+    expect_query(path,
+                 "SELECT status || ',' || score || ',' || speedup || ',' || time_us || ',' ||"
+                 " baseline_us || ',' || summary || ',' || feedback FROM turns WHERE turn=0",
+                 "correct,1.8,1.5,10.0,15.0,tiled,correct, 1.50x");
+    expect_query(path, "SELECT status || ',' || (result_json IS NULL) FROM turns WHERE turn=1",
+                 "format_error,1");
+    char *cfg = query_text(path, "SELECT config_json FROM episodes WHERE id='ep2'");
+    pk_reward_config c, d;
+    pk_reward_config_default(&d);
+    assert_int_equal(pk_reward_config_from_stored_json(cfg, &c, &err), PK_OK);
+    assert_memory_equal(&c, &d, sizeof c);
+    free(cfg);
+
+    /* Reopening keeps the data; read-only connections refuse writes. */
+    assert_int_equal(pk_store_open(path, &s, &err), PK_OK);
+    pk_store_close(s);
+    assert_int_equal(pk_store_open_readonly(path, &s, &err), PK_OK);
+    assert_int_equal(pk_store_begin_episode(s, &e2, &err), PK_ERR_INVALID);
+    pk_store_close(s);
+    expect_query(path, "SELECT count(*) FROM turns", "2");
+}
+
+static void open_errors(void **state) {
+    const char *path = db_path(state);
+    pk_store *s = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_open_readonly(path, &s, &err), PK_ERR_NOT_FOUND);
+    assert_null(s);
+    assert_int_equal(pk_store_open("/proc/no/such/dir/x.db", &s, &err), PK_ERR_IO);
+    /* A SQLite file that is not a pkgym store. */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE t(x)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(pk_store_open_readonly(path, &s, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "not a pkgym trajectory store"));
+    /* A store from a future schema is refused, not misread. */
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE schema_version(version INTEGER NOT NULL);"
+                                  "INSERT INTO schema_version VALUES(99)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(pk_store_open(path, &s, &err), PK_ERR_UNSUPPORTED);
+    assert_int_equal(pk_store_open_readonly(path, &s, &err), PK_ERR_UNSUPPORTED);
+}
+
+enum { KILL_AFTER = 20, CHILD_TURNS = 100000 };
+
+/* The child writes turns forever and acknowledges each committed one on the pipe. */
+static void child_writer(const char *path, int ack_fd) {
+    pk_store *s = NULL;
+    if (pk_store_open(path, &s, NULL))
+        _exit(3);
+    pk_episode_row e = {.episode_id = "killed", .problem_id = "p", .max_turns = CHILD_TURNS};
+    if (pk_store_begin_episode(s, &e, NULL))
+        _exit(4);
+    char code[64];
+    for (int i = 0; i < CHILD_TURNS; i++) {
+        snprintf(code, sizeof code, "kernel %d", i);
+        pk_turn_row t = {.episode_id = "killed",
+                         .turn = i,
+                         .code = code,
+                         .status = PK_STATUS_INCORRECT,
+                         .score = 0.5 * i};
+        if (pk_store_add_turn(s, &t, NULL))
+            _exit(5);
+        if (write(ack_fd, &i, sizeof i) != (ssize_t)sizeof i)
+            _exit(6);
+    }
+    _exit(7); /* never reached in time: the parent kills us first */
+}
+
+static void kill9_loses_only_steps_in_flight(void **state) {
+    const char *path = db_path(state);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        child_writer(path, fds[1]);
+    }
+    close(fds[1]);
+    int acked = -1, i;
+    while (acked < KILL_AFTER - 1 && read(fds[0], &i, sizeof i) == (ssize_t)sizeof i)
+        acked = i;
+    assert_int_equal(acked, KILL_AFTER - 1);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* Acknowledgements the child sent before dying are committed turns too. */
+    while (read(fds[0], &i, sizeof i) == (ssize_t)sizeof i)
+        acked = i;
+    close(fds[0]);
+
+    expect_query(path, "PRAGMA integrity_check", "ok");
+    char *n_text = query_text(path, "SELECT count(*) FROM turns WHERE episode_id='killed'");
+    int n = atoi(n_text);
+    free(n_text);
+    assert_true(n >= acked + 1);
+    assert_true(n <= acked + 2); /* at most the one step in flight got past its commit */
+    /* Every stored turn is complete and contiguous. */
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM turns WHERE episode_id='killed' AND turn < %d AND"
+             " code = 'kernel ' || turn AND score = 0.5 * turn AND status = 'incorrect'",
+             n);
+    char *ok = query_text(path, sql);
+    assert_int_equal(atoi(ok), n);
+    free(ok);
+    /* The killed writer's store opens for writing again and takes more turns. */
+    pk_store *s = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_open(path, &s, &err), PK_OK);
+    pk_turn_row t = {.episode_id = "killed", .turn = n, .status = PK_STATUS_CORRECT};
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
+    pk_store_close(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(write_and_read_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(kill9_loses_only_steps_in_flight, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
