@@ -1,13 +1,153 @@
-/* Placeholder until issue #6 lands: says so and fails, as the CLI contract requires. */
-#include "pk_reward.h"
-
+/* `pkgym export`: stored trajectories, or only the verified kernels, as JSONL. Each verified
+ * line is one (task prompt, plan/summary, code) triple with its measurements: the fine-tuning
+ * data DSL-Monkeys builds. */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "pk_reward.h"
+#include "pk_store.h"
+#include "store_reader.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: pkgym export --db FILE [--verified] [--out FILE.jsonl]\n\n"
+               "Writes one JSON object per line: a whole trajectory (episode, config, online\n"
+               "returns, every turn's action, summary, code, status, score, feedback and\n"
+               "evaluation result), or with --verified one line per correct turn: task prompt,\n"
+               "summary, code and measurements.\n\n"
+               "  --db FILE        trajectory store (opened read-only)\n"
+               "  --verified       only correct turns, as (task, summary, code) records\n"
+               "  --out FILE       write there instead of stdout\n\n"
+               "Schema of both line kinds: docs/rewards.md.\n");
+}
+
+typedef struct export_ctx {
+    FILE *out;
+    int verified;
+    long lines;
+} export_ctx;
+
+static json_t *text_or_null(const char *s) {
+    return s ? json_string(s) : json_null();
+}
+
+/* Stored JSON is embedded as JSON; text that does not parse is kept as a string. */
+static json_t *embedded_json(const char *s) {
+    if (!s)
+        return json_null();
+    json_t *j = json_loads(s, 0, NULL);
+    return j ? j : json_string(s);
+}
+
+static json_t *trajectory_json(const pk_stored_episode *e) {
+    json_t *turns = json_array();
+    for (int i = 0; i < e->n_turns; i++) {
+        const pk_stored_turn *t = &e->turns[i];
+        json_array_append_new(
+            turns, json_pack("{s:i, s:o, s:o, s:o, s:s, s:f, s:o, s:o, s:f, s:f}", "turn", t->turn,
+                             "action", text_or_null(t->action), "summary", text_or_null(t->summary),
+                             "code", text_or_null(t->code), "status", pk_status_name(t->status),
+                             "score", t->score, "feedback", text_or_null(t->feedback), "result",
+                             embedded_json(t->result_json), "started_at", t->started_at,
+                             "finished_at", t->finished_at));
+    }
+    json_t *returns = json_null();
+    if (e->finished) {
+        returns = json_array();
+        for (int i = 0; i < e->n_turns; i++)
+            json_array_append_new(returns, json_real(e->online_returns[i]));
+    }
+    return json_pack("{s:s, s:s, s:o, s:I, s:i, s:o, s:o, s:f, s:o, s:o, s:o}", "episode_id", e->id,
+                     "problem_id", e->problem_id, "group", text_or_null(e->group), "seed",
+                     (json_int_t)e->seed, "max_turns", e->max_turns, "task_prompt",
+                     text_or_null(e->task_prompt), "config", embedded_json(e->config_json),
+                     "created_at", e->created_at, "finished_at",
+                     e->finished_at > 0 ? json_real(e->finished_at) : json_null(), "online_returns",
+                     returns, "turns", turns);
+}
+
+static json_t *verified_json(const pk_stored_episode *e, const pk_stored_turn *t) {
+    pk_turn_facts f = {0};
+    if (t->result_json)
+        pk_turn_facts_from_result_json(t->result_json, &f, NULL);
+    return json_pack("{s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:f, s:f, s:f, s:o}", "problem_id",
+                     e->problem_id, "episode_id", e->id, "group", text_or_null(e->group), "turn",
+                     t->turn, "task_prompt", text_or_null(e->task_prompt), "summary",
+                     text_or_null(t->summary), "code", text_or_null(t->code), "speedup", f.speedup,
+                     "time_us", f.time_us, "baseline_us", f.baseline_us, "result",
+                     embedded_json(t->result_json));
+}
+
+static int write_line(export_ctx *ctx, json_t *j, pk_error *err) {
+    int rc = PK_OK;
+    if (!j)
+        return pk_error_set(err, PK_ERR_NOMEM, "export: could not build a JSON record");
+    if (json_dumpf(j, ctx->out, JSON_COMPACT) != 0 || fputc('\n', ctx->out) == EOF)
+        rc = pk_error_errno(err, PK_ERR_IO, "export: write failed");
+    json_decref(j);
+    ctx->lines += rc == PK_OK;
+    return rc;
+}
+
+static int export_episode(const pk_stored_episode *e, void *vctx, pk_error *err) {
+    export_ctx *ctx = vctx;
+    if (!ctx->verified)
+        return write_line(ctx, trajectory_json(e), err);
+    for (int i = 0; i < e->n_turns; i++) {
+        if (e->turns[i].status != PK_STATUS_CORRECT)
+            continue;
+        int rc = write_line(ctx, verified_json(e, &e->turns[i]), err);
+        if (rc)
+            return rc;
+    }
+    return PK_OK;
+}
+
 int pk_cmd_export(int argc, char **argv) {
-    int help = argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    fprintf(
-        help ? stdout : stderr,
-        "pkgym export: not built yet (issue #6). This subcommand does nothing in this build.\n");
-    return 2;
+    const char *db = NULL, *out_path = NULL;
+    export_ctx ctx = {.out = stdout};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(arg, "--verified") == 0) {
+            ctx.verified = 1;
+        } else if ((strcmp(arg, "--db") == 0 || strcmp(arg, "--out") == 0) && val) {
+            *(arg[2] == 'd' ? &db : &out_path) = val;
+            i++;
+        } else {
+            fprintf(stderr, "pkgym export: bad option '%s'\n", arg);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!db) {
+        fprintf(stderr, "pkgym export: --db FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    pk_error err = {0};
+    pk_store *store = NULL;
+    if (pk_store_open_readonly(db, &store, &err)) {
+        fprintf(stderr, "pkgym export: %s\n", err.message);
+        return 2;
+    }
+    if (out_path && !(ctx.out = fopen(out_path, "w"))) {
+        perror("pkgym export: cannot open --out file");
+        pk_store_close(store);
+        return 2;
+    }
+    int rc = pk_store_each_episode(store, 1, export_episode, &ctx, &err);
+    pk_store_close(store);
+    if (fflush(ctx.out) != 0 && rc == PK_OK)
+        rc = pk_error_errno(&err, PK_ERR_IO, "export: write failed");
+    if (out_path && fclose(ctx.out) != 0 && rc == PK_OK)
+        rc = pk_error_errno(&err, PK_ERR_IO, "export: write failed");
+    if (rc) {
+        fprintf(stderr, "pkgym export: %s\n", err.message);
+        return 2;
+    }
+    fprintf(stderr, "pkgym export: %ld line(s)%s\n", ctx.lines, ctx.verified ? " (verified)" : "");
+    return 0;
 }

@@ -210,6 +210,7 @@ int pk_cmd_reward(int argc, char **argv) {
         return 2;
     }
     pk_store_close(store);
+    status = 0;
     if (args.json)
         status = print_json(&a, &args, args.opts.config);
     else
