@@ -1,13 +1,86 @@
 /* pk_summarizer: feedback text, reasoning removal, context trimming and pluggable summarizer hooks.
+ *
+ * One pk_summarizer per episode. Texts come from editable templates (summarizer_hooks/templates);
+ * the three hooks (summarize, feedback, history) are the built-in, a C plugin or an external
+ * command, chosen per server and per episode through options_json. Plugins and commands run in a
+ * helper process with a timeout: when one crashes, hangs or prints garbage the built-in result is
+ * used. See docs/feedback.md.
  */
 #ifndef PK_SUMMARIZER_H
 #define PK_SUMMARIZER_H
 
 #include "pk_common.h"
+#include "pk_harness.h"
+#include "pk_problems.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct pk_summarizer pk_summarizer; /* per-episode settings + selected hooks */
+
+typedef struct pk_parsed_action {
+    int format_ok;          /* 0: no usable code block (status format_error) */
+    char format_error[256]; /* why, when !format_ok */
+    char *code;             /* the final code block (NULL if none) */
+    char *summary; /* step's summary field, else text after the final block, else extractive */
+} pk_parsed_action;
+
+typedef struct pk_turn_view {
+    int turn;
+    const char *code;
+    const char *summary;
+    const char *feedback;
+} pk_turn_view;
+
+/* options_json: the server defaults merged with reset's options["feedback"] (NULL: defaults).
+ * Keys: budget_chars, budget_tokens, compile_log_chars, stderr_chars, summary_chars, hooks
+ * {summarize, feedback, history: "builtin" | "plugin:/path/x.so" | "cmd:/path/prog", timeout_ms}.
+ * templates_dir: the template files (NULL: pk_summarizer_default_templates_dir()).
+ * Unknown keys -> PK_ERR_INVALID naming them. */
+int pk_summarizer_create(const char *options_json, const char *templates_dir, pk_summarizer **out,
+                         pk_error *err);
+void pk_summarizer_free(pk_summarizer *s);
+
+/* Optional: the problem this episode is about. With an entry name, parse_action also requires
+ * the code to mention it; the id is passed to hooks. Strings are copied. */
+int pk_summarizer_set_problem(pk_summarizer *s, const char *problem_id, const char *entry,
+                              pk_error *err);
+
+/* The first-turn prompt: the task, then the format example. malloc'd; NULL only when out of
+ * memory. */
+char *pk_summarizer_first_prompt(pk_summarizer *s, const char *task_prompt);
+
+/* Removes reasoning (<think>...</think>, or everything before the final code block), extracts
+ * the final code block and picks the summary. A format problem is not an error: it returns PK_OK
+ * with out->format_ok = 0. Non-zero only for bad arguments or no memory. */
+int pk_summarizer_parse_action(pk_summarizer *s, const char *action, const char *summary_field,
+                               pk_parsed_action *out, pk_error *err);
+void pk_parsed_action_free(pk_parsed_action *a);
+
+/* This turn's feedback, specific and short. p may be NULL. malloc'd; NULL only when out of
+ * memory. */
+char *pk_summarizer_feedback(pk_summarizer *s, const pk_eval_result *r, const pk_problem *p);
+
+/* The next-turn prompt: task, earlier turns in order (code, summary, feedback), the instruction
+ * to continue; earliest turns dropped first to stay within budget. malloc'd. */
+char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt,
+                                const pk_turn_view *turns, int n_turns);
+
+/* The last hook failure of this summarizer ("" if none): what failed and that the built-in was
+ * used instead. Also counted in pk_summarizer_hook_fallbacks(). */
+const char *pk_summarizer_last_hook_error(const pk_summarizer *s);
+int pk_summarizer_hook_fallbacks(const pk_summarizer *s);
+
+/* Condenses a compiler log: sandbox paths stripped, duplicate and cascading errors folded, the
+ * first errors kept with their source lines, the whole within max_chars. malloc'd. */
+char *pk_condense_compile_log(const char *log, size_t max_chars);
+
+/* Approximate token count used by budget_tokens (documented in docs/feedback.md). */
+size_t pk_approx_tokens(const char *text);
+
+/* The source tree's template directory, baked in at build time. */
+const char *pk_summarizer_default_templates_dir(void);
 
 #ifdef __cplusplus
 }

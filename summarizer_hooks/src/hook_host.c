@@ -1,0 +1,119 @@
+/* pk_summarizer_hook_host <plugin.so> <hook>: runs one plugin hook outside the server.
+ *
+ * Reads the request JSON on stdin, dlopens the plugin, checks its ABI version, calls the hook
+ * and prints {"text": "..."} (exit 0). A plugin that does not provide the hook or returns NULL:
+ * exit 3 (the built-in is used, no failure). Load or ABI errors: {"error": "..."}, exit 2. A
+ * crash or hang of the plugin is this process's, and the server only sees it end. */
+#include <dlfcn.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_summarizer_plugin.h"
+
+#define PK_EXIT_LOAD_ERROR 2
+#define PK_EXIT_DECLINED 3
+
+static int pk_host_fail(const char *fmt, const char *arg) {
+    char msg[512];
+    snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
+    json_t *o = json_pack("{s:s}", "error", msg);
+    if (o) {
+        json_dumpf(o, stdout, JSON_COMPACT);
+        json_decref(o);
+    }
+    return PK_EXIT_LOAD_ERROR;
+}
+
+static char *pk_host_read_stdin(void) {
+    size_t cap = 65536, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, stdin);
+        len += n;
+        if (n == 0) {
+            buf[len] = '\0';
+            return buf;
+        }
+        if (len + 1 == cap) {
+            char *bigger = realloc(buf, cap * 2);
+            if (!bigger) {
+                free(buf);
+                return NULL;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    return NULL;
+}
+
+static pk_summarizer_plugin_fn pk_host_pick(const pk_summarizer_plugin *p, const char *hook) {
+    if (strcmp(hook, "summarize") == 0) {
+        return p->summarize;
+    }
+    if (strcmp(hook, "feedback") == 0) {
+        return p->feedback;
+    }
+    return strcmp(hook, "history") == 0 ? p->history : NULL;
+}
+
+/* Loads the plugin and calls the hook; returns the exit code, *text on success. */
+static int pk_host_call(const char *path, const char *hook, const char *request,
+                        const char *builtin, void **so, char **text) {
+    *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*so) {
+        return pk_host_fail("dlopen: %s", dlerror());
+    }
+    pk_summarizer_plugin_entry_fn entry;
+    *(void **)&entry = dlsym(*so, PK_SUMMARIZER_PLUGIN_SYMBOL);
+    const pk_summarizer_plugin *plugin = entry ? entry() : NULL;
+    if (!plugin) {
+        return pk_host_fail("no " PK_SUMMARIZER_PLUGIN_SYMBOL "() in %s, or it returned NULL",
+                            path);
+    }
+    if (plugin->abi_version != PK_SUMMARIZER_PLUGIN_ABI_VERSION) {
+        char v[32];
+        snprintf(v, sizeof(v), "%d", plugin->abi_version);
+        return pk_host_fail("plugin ABI version %s, the host speaks version 1", v);
+    }
+    pk_summarizer_plugin_fn fn = pk_host_pick(plugin, hook);
+    pk_summarizer_plugin_request pr = {PK_SUMMARIZER_PLUGIN_ABI_VERSION, hook, request, builtin};
+    *text = fn ? fn(&pr) : NULL;
+    return *text ? 0 : PK_EXIT_DECLINED;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        return pk_host_fail("usage: pk_summarizer_hook_host <plugin.so> <hook>%s", "");
+    }
+    char *request = pk_host_read_stdin();
+    json_t *req = request ? json_loads(request, 0, NULL) : NULL;
+    if (!req) {
+        free(request);
+        return pk_host_fail("could not read the request JSON%s", "");
+    }
+    json_t *builtin = json_object_get(req, "builtin");
+    void *so = NULL;
+    char *text = NULL;
+    int rc = pk_host_call(argv[1], argv[2], request,
+                          json_is_string(builtin) ? json_string_value(builtin) : "", &so, &text);
+    if (rc == 0) {
+        json_t *answer = json_pack("{s:s}", "text", text);
+        if (answer) {
+            json_dumpf(answer, stdout, JSON_COMPACT);
+            json_decref(answer);
+            rc = fflush(stdout) == 0 ? 0 : 1;
+        } else {
+            rc = pk_host_fail("the plugin returned text that is not valid UTF-8%s", "");
+        }
+    }
+    free(text);
+    json_decref(req);
+    free(request);
+    if (so) {
+        dlclose(so);
+    }
+    return rc;
+}

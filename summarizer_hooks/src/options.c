@@ -1,0 +1,191 @@
+/* Per-episode summarizer options: the server's defaults merged with reset's options["feedback"].
+ */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "summarizer_internal.h"
+
+/* Kevin's context limit is 8192 tokens; the character budget is off unless asked for. */
+#define PK_DEFAULT_BUDGET_TOKENS 8192
+#define PK_DEFAULT_COMPILE_LOG_CHARS 2000
+#define PK_DEFAULT_STDERR_CHARS 1000
+#define PK_DEFAULT_SUMMARY_CHARS 800
+#define PK_DEFAULT_HOOK_TIMEOUT_MS 2000
+#define PK_MAX_HOOK_TIMEOUT_MS 60000
+
+static int pk_opt_long(json_t *v, const char *key, long min, long max, long *out, pk_error *err) {
+    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "feedback option %s: expected an integer in [%ld, %ld]", key, min, max);
+    }
+    *out = (long)json_integer_value(v);
+    return PK_OK;
+}
+
+static int pk_opt_hook_use(const char *use, const char *name, pk_hook *h, pk_error *err) {
+    free(h->path);
+    h->path = NULL;
+    if (strcmp(use, "builtin") == 0) {
+        h->kind = PK_HOOK_BUILTIN;
+        return PK_OK;
+    }
+    const char *path = NULL;
+    if (strncmp(use, "plugin:", 7) == 0) {
+        h->kind = PK_HOOK_PLUGIN;
+        path = use + 7;
+    } else if (strncmp(use, "cmd:", 4) == 0) {
+        h->kind = PK_HOOK_COMMAND;
+        path = use + 4;
+    } else {
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "feedback option hooks.%s: \"%s\" is not \"builtin\", "
+                            "\"plugin:/path/x.so\" or \"cmd:/path/prog\"",
+                            name, use);
+    }
+    if (path[0] != '/') {
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "feedback option hooks.%s: path must be absolute: %s", name, path);
+    }
+    h->path = strdup(path);
+    return h->path ? PK_OK : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+}
+
+/* A hook is "builtin" | "plugin:/x.so" | "cmd:/x", or {"use": that, "timeout_ms": n}. */
+static int pk_opt_hook(json_t *v, const char *name, pk_hook *h, pk_error *err) {
+    if (json_is_string(v)) {
+        return pk_opt_hook_use(json_string_value(v), name, h, err);
+    }
+    if (!json_is_object(v)) {
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "feedback option hooks.%s: expected a string or object", name);
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val) {
+        int rc = PK_OK;
+        if (strcmp(key, "use") == 0 && json_is_string(val)) {
+            rc = pk_opt_hook_use(json_string_value(val), name, h, err);
+        } else if (strcmp(key, "timeout_ms") == 0) {
+            long t = 0;
+            rc = pk_opt_long(val, "hooks.<hook>.timeout_ms", 1, PK_MAX_HOOK_TIMEOUT_MS, &t, err);
+            h->timeout_ms = (int)t;
+        } else {
+            rc = pk_error_set(err, PK_ERR_INVALID, "feedback option hooks.%s: unknown key \"%s\"",
+                              name, key);
+        }
+        if (rc != PK_OK) {
+            return rc;
+        }
+    }
+    return PK_OK;
+}
+
+static int pk_opt_hooks(json_t *v, pk_summarizer_options *o, pk_error *err) {
+    if (!json_is_object(v)) {
+        return pk_error_set(err, PK_ERR_INVALID, "feedback option hooks: expected an object");
+    }
+    /* The shared timeout first, so that a per-hook timeout_ms wins whatever the key order. */
+    json_t *t = json_object_get(v, "timeout_ms");
+    if (t) {
+        long ms = 0;
+        int rc = pk_opt_long(t, "hooks.timeout_ms", 1, PK_MAX_HOOK_TIMEOUT_MS, &ms, err);
+        if (rc != PK_OK) {
+            return rc;
+        }
+        for (int i = 0; i < PK_HOOK_COUNT; i++) {
+            o->hooks[i].timeout_ms = (int)ms;
+        }
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val) {
+        if (strcmp(key, "timeout_ms") == 0) {
+            continue;
+        }
+        int slot = -1;
+        for (int i = 0; i < PK_HOOK_COUNT; i++) {
+            if (strcmp(key, pk_hook_slot_name((pk_hook_slot)i)) == 0) {
+                slot = i;
+            }
+        }
+        if (slot < 0) {
+            return pk_error_set(err, PK_ERR_INVALID,
+                                "feedback option hooks: unknown key \"%s\" (known: summarize, "
+                                "feedback, history, timeout_ms)",
+                                key);
+        }
+        int rc = pk_opt_hook(val, key, &o->hooks[slot], err);
+        if (rc != PK_OK) {
+            return rc;
+        }
+    }
+    return PK_OK;
+}
+
+static int pk_opt_apply(json_t *root, pk_summarizer_options *o, pk_error *err) {
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val) {
+        int rc;
+        if (strcmp(key, "budget_chars") == 0) {
+            rc = pk_opt_long(val, key, 0, 1L << 30, &o->budget_chars, err);
+        } else if (strcmp(key, "budget_tokens") == 0) {
+            rc = pk_opt_long(val, key, 0, 1L << 28, &o->budget_tokens, err);
+        } else if (strcmp(key, "compile_log_chars") == 0) {
+            rc = pk_opt_long(val, key, 64, 1L << 20, &o->compile_log_chars, err);
+        } else if (strcmp(key, "stderr_chars") == 0) {
+            rc = pk_opt_long(val, key, 0, 1L << 20, &o->stderr_chars, err);
+        } else if (strcmp(key, "summary_chars") == 0) {
+            rc = pk_opt_long(val, key, 16, 1L << 20, &o->summary_chars, err);
+        } else if (strcmp(key, "hooks") == 0) {
+            rc = pk_opt_hooks(val, o, err);
+        } else {
+            rc = pk_error_set(
+                err, PK_ERR_INVALID,
+                "unknown feedback option \"%s\" (known: budget_chars, "
+                "budget_tokens, compile_log_chars, stderr_chars, summary_chars, hooks)",
+                key);
+        }
+        if (rc != PK_OK) {
+            return rc;
+        }
+    }
+    return PK_OK;
+}
+
+int pk_summarizer_options_parse(const char *options_json, pk_summarizer_options *o, pk_error *err) {
+    memset(o, 0, sizeof(*o));
+    o->budget_tokens = PK_DEFAULT_BUDGET_TOKENS;
+    o->compile_log_chars = PK_DEFAULT_COMPILE_LOG_CHARS;
+    o->stderr_chars = PK_DEFAULT_STDERR_CHARS;
+    o->summary_chars = PK_DEFAULT_SUMMARY_CHARS;
+    for (int i = 0; i < PK_HOOK_COUNT; i++) {
+        o->hooks[i].kind = PK_HOOK_BUILTIN;
+        o->hooks[i].timeout_ms = PK_DEFAULT_HOOK_TIMEOUT_MS;
+    }
+    if (!options_json) {
+        return PK_OK;
+    }
+    json_error_t jerr;
+    json_t *root = json_loads(options_json, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        return pk_error_set(err, PK_ERR_INVALID, "feedback options: invalid JSON at line %d: %s",
+                            jerr.line, jerr.text);
+    }
+    int rc = json_is_object(root)
+                 ? pk_opt_apply(root, o, err)
+                 : pk_error_set(err, PK_ERR_INVALID, "feedback options: expected a JSON object");
+    json_decref(root);
+    if (rc != PK_OK) {
+        pk_summarizer_options_free(o);
+    }
+    return rc;
+}
+
+void pk_summarizer_options_free(pk_summarizer_options *o) {
+    for (int i = 0; i < PK_HOOK_COUNT; i++) {
+        free(o->hooks[i].path);
+        o->hooks[i].path = NULL;
+    }
+}
