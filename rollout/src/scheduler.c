@@ -86,11 +86,12 @@ int pk_scheduler_create_with_exec(const pk_scheduler_opts *opts, const pk_sched_
                                   pk_scheduler **out, pk_error *err) {
     *out = NULL;
     int rc = check_opts(opts, err);
-    if (rc)
-        return rc;
-    pk_scheduler *s = calloc(1, sizeof *s);
-    if (!s)
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory for the scheduler");
+    pk_scheduler *s = rc ? NULL : calloc(1, sizeof *s);
+    if (!s) {
+        if (exec->destroy)
+            exec->destroy(exec->ctx); /* the scheduler owns the executor, even on failure */
+        return rc ? rc : pk_error_set(err, PK_ERR_NOMEM, "out of memory for the scheduler");
+    }
     s->opts = *opts;
     s->exec = *exec;
     s->zctx = opts->zmq_ctx;
@@ -183,6 +184,8 @@ int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source
     int rc = s->exec.describe(s->exec.ctx, p, &world, &needs_gpu, err);
     if (rc)
         return rc;
+    if (opts && opts->n_gpus > 0)
+        world = opts->n_gpus; /* the job asks for a world size other than the default */
     if (needs_gpu && (world < 1 || world > s->opts.n_gpus))
         return pk_error_set(err, PK_ERR_UNSUPPORTED,
                             "this problem needs %d GPUs; the server has %d GPU slots", world,

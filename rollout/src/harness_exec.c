@@ -1,0 +1,142 @@
+/* The real executor: drives the harness's staged job API (create, compile or take the object
+ * from the compile cache, run on the granted GPUs) and feeds cached reference times through
+ * pk_eval_opts.baseline_us unless remeasure_baseline is set. pk_scheduler_create lives here
+ * because it is what ties the scheduler to the harness. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_baseline_cache.h"
+#include "pk_compile_cache.h"
+#include "pk_host_info.h"
+#include "pk_sched_exec.h"
+
+typedef struct harness_exec {
+    pk_compile_cache *compile_cache; /* NULL: no caching */
+    char *baseline_dir;              /* NULL: no caching */
+    int remeasure_baseline;
+    pk_host_info host;
+} harness_exec;
+
+static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, pk_error *err) {
+    *world = pk_problem_world_size(p);
+    *needs_gpu = pk_problem_needs_gpu(p);
+    return PK_OK;
+}
+
+static pk_baseline_key baseline_key(const harness_exec *h, const pk_sched_task *t) {
+    int gpu = pk_problem_needs_gpu(t->problem);
+    /* Nodes are assumed homogeneous: the first GPU's model stands for the job's GPUs. */
+    return (pk_baseline_key){.problem_id = pk_problem_id(t->problem),
+                             .meta_json = pk_problem_meta_json(t->problem),
+                             .world_size = t->opts.n_gpus > 0 ? t->opts.n_gpus
+                                                              : pk_problem_world_size(t->problem),
+                             .device = gpu ? h->host.gpu_model : h->host.cpu_model,
+                             .driver = gpu ? h->host.driver : "host",
+                             .nccl = h->host.nccl};
+}
+
+static int baseline_usable(const harness_exec *h, const pk_sched_task *t) {
+    return h->baseline_dir && !t->opts.skip_timing && !t->opts.reference_as_candidate;
+}
+
+static int compiled_ok(pk_job *job, const pk_eval_result *res) {
+    const char *so = pk_job_object_path(job);
+    return so && so[0] && res->status != PK_STATUS_COMPILE_ERROR &&
+           res->status != PK_STATUS_REJECTED && res->status != PK_STATUS_FORMAT_ERROR;
+}
+
+static int compile(void *ctx, pk_sched_task *t) {
+    harness_exec *h = ctx;
+    if (baseline_usable(h, t) && !h->remeasure_baseline && t->opts.baseline_us <= 0) {
+        pk_baseline_key k = baseline_key(h, t);
+        double us;
+        if (pk_baseline_cache_lookup(h->baseline_dir, &k, &us)) {
+            t->opts.baseline_us = us;
+            t->baseline_cache_hit = 1;
+        }
+    }
+    pk_job *job = NULL;
+    int rc = pk_job_create(t->problem, t->source, &t->opts, &job, t->res, t->err);
+    if (rc || !job)
+        return rc; /* no job: the result already says why (e.g. format error) */
+    t->state = job;
+    const char *key = pk_job_compile_key(job);
+    char *cached = pk_compile_cache_lookup(h->compile_cache, key);
+    if (cached) {
+        rc = pk_job_use_object(job, cached, t->res, t->err);
+        t->compile_cache_hit = rc == PK_OK;
+        free(cached);
+    }
+    if (!t->compile_cache_hit) {
+        rc = pk_job_compile(job, t->res, t->err);
+        if (!rc && h->compile_cache && compiled_ok(job, t->res)) {
+            pk_error store_err;
+            /* A failed store only costs a later recompile. */
+            t->compile_cache_miss =
+                pk_compile_cache_store(h->compile_cache, key, pk_job_object_path(job),
+                                       &store_err) == PK_OK;
+        }
+    }
+    t->run_needed = !rc && compiled_ok(job, t->res);
+    return rc;
+}
+
+static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
+    harness_exec *h = ctx;
+    int rc = pk_job_run(t->state, gpus, n_gpus, t->res, t->err);
+    if (!rc && !t->baseline_cache_hit && baseline_usable(h, t) && t->res->has_timing &&
+        t->res->reference.median_us > 0) {
+        pk_baseline_key k = baseline_key(h, t);
+        pk_error store_err;
+        pk_baseline_cache_store(h->baseline_dir, &k, t->res->reference.median_us, &store_err);
+    }
+    return rc;
+}
+
+static void release(void *ctx, pk_sched_task *t) {
+    pk_job_free(t->state);
+    t->state = NULL;
+}
+
+static void destroy(void *ctx) {
+    harness_exec *h = ctx;
+    pk_compile_cache_close(h->compile_cache);
+    free(h->baseline_dir);
+    free(h);
+}
+
+void pk_completion_free(pk_completion *c) {
+    if (!c)
+        return;
+    pk_eval_result_free(&c->result);
+    free(c);
+}
+
+int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_error *err) {
+    *out = NULL;
+    harness_exec *h = calloc(1, sizeof *h);
+    if (!h)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    h->remeasure_baseline = opts ? opts->remeasure_baseline : 0;
+    pk_host_info_read(&h->host);
+    int rc = PK_OK;
+    if (opts && opts->cache_dir) {
+        rc = pk_compile_cache_open(opts->cache_dir, &h->compile_cache, err);
+        if (!rc)
+            rc = pk_baseline_cache_open(opts->cache_dir, &h->baseline_dir, err);
+    }
+    if (rc) {
+        destroy(h);
+        return rc;
+    }
+    pk_sched_exec exec = {.ctx = h,
+                          .describe = describe,
+                          .compile = compile,
+                          .run = run,
+                          .release = release,
+                          .free_completion = pk_completion_free,
+                          .destroy = destroy};
+    rc = pk_scheduler_create_with_exec(opts, &exec, out, err);
+    /* On failure the scheduler has already destroyed h through exec.destroy. */
+    return rc;
+}

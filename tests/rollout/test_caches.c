@@ -1,0 +1,130 @@
+/* Compile cache (hit, miss, a changed key misses, bad keys) and baseline cache (hit; a
+ * change of problem sizes, world size, GPU model, driver or NCCL misses; corrupt entries). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pk_baseline_cache.h"
+#include "pk_compile_cache.h"
+#include "pk_host_info.h"
+
+static char root[256];
+
+static int make_root(void **state) {
+    snprintf(root, sizeof root, "/tmp/pk-test-caches-XXXXXX");
+    return mkdtemp(root) ? 0 : -1;
+}
+
+static int remove_root(void **state) {
+    pk_rm_rf(root);
+    return 0;
+}
+
+static void key_of(const char *source, const char *flags, char out[65]) {
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%s\n%s", source, flags);
+    pk_sha256_hex(buf, (size_t)n, out);
+}
+
+static void test_compile_cache(void **state) {
+    pk_compile_cache *c;
+    pk_error err;
+    assert_int_equal(pk_compile_cache_open(root, &c, &err), PK_OK);
+    char obj[512], key[65], key_flags[65];
+    snprintf(obj, sizeof obj, "%s/candidate.so", root);
+    assert_int_equal(pk_write_file(obj,
+                                   "\x7f"
+                                   "ELF object bytes",
+                                   20, &err),
+                     PK_OK);
+    key_of("__global__ void k() {}", "-O2 -arch=sm_90a", key);
+    key_of("__global__ void k() {}", "-O3 -arch=sm_90a", key_flags);
+
+    assert_null(pk_compile_cache_lookup(c, key)); /* miss */
+    assert_int_equal(pk_compile_cache_store(c, key, obj, &err), PK_OK);
+    char *hit = pk_compile_cache_lookup(c, key); /* hit, same bytes */
+    assert_non_null(hit);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(pk_read_file(hit, &data, &len, &err), PK_OK);
+    assert_int_equal(len, 20);
+    assert_memory_equal(data,
+                        "\x7f"
+                        "ELF object bytes",
+                        20);
+    free(data);
+    free(hit);
+    assert_null(pk_compile_cache_lookup(c, key_flags)); /* other flags: another key, a miss */
+
+    /* Keys that are not SHA-256 hex never reach the file system. */
+    assert_null(pk_compile_cache_lookup(c, "../../etc/passwd"));
+    assert_int_equal(pk_compile_cache_store(c, "../x", obj, &err), PK_ERR_INVALID);
+    /* A missing object is an error, not a poisoned entry. */
+    char gone[512];
+    snprintf(gone, sizeof gone, "%s/missing.so", root);
+    assert_int_equal(pk_compile_cache_store(c, key_flags, gone, &err), PK_ERR_NOT_FOUND);
+    assert_null(pk_compile_cache_lookup(c, key_flags));
+    pk_compile_cache_close(c);
+}
+
+static void test_baseline_cache(void **state) {
+    char *dir = NULL;
+    pk_error err;
+    assert_int_equal(pk_baseline_cache_open(root, &dir, &err), PK_OK);
+    pk_baseline_key k = {.problem_id = "collectives/allreduce",
+                         .meta_json = "{\"dims\":{\"n\":1048576}}",
+                         .world_size = 2,
+                         .device = "NVIDIA H200",
+                         .driver = "580.159",
+                         .nccl = "22803"};
+    double us = 0;
+    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &us), 0);
+    assert_int_equal(pk_baseline_cache_store(dir, &k, 123.25, &err), PK_OK);
+    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &us), 1);
+    assert_true(us == 123.25);
+
+    pk_baseline_key v[5];
+    for (int i = 0; i < 5; i++)
+        v[i] = k;
+    v[0].meta_json = "{\"dims\":{\"n\":2097152}}"; /* other sizes */
+    v[1].world_size = 4;
+    v[2].device = "NVIDIA H100 80GB HBM3";
+    v[3].driver = "580.160";
+    v[4].nccl = "22809";
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(pk_baseline_cache_lookup(dir, &v[i], &us), 0);
+
+    assert_int_equal(pk_baseline_cache_store(dir, &k, 0, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_baseline_cache_store(dir, &k, 99.5, &err), PK_OK); /* re-measured */
+    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &us), 1);
+    assert_true(us == 99.5);
+    free(dir);
+}
+
+static void test_host_info(void **state) {
+    pk_host_info h;
+    pk_host_info_read(&h);
+    /* Without an NVIDIA driver these say so rather than guess. */
+    assert_true(h.gpu_model[0] && h.driver[0] && h.nccl[0]);
+    if (!pk_path_exists("/proc/driver/nvidia/version")) {
+        assert_string_equal(h.gpu_model, "none");
+        assert_string_equal(h.driver, "none");
+    }
+    assert_string_not_equal(h.cpu_model, "unknown");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compile_cache),
+        cmocka_unit_test(test_baseline_cache),
+        cmocka_unit_test(test_host_info),
+    };
+    return cmocka_run_group_tests(tests, make_root, remove_root);
+}
