@@ -130,10 +130,12 @@ int pk_store_open_readonly(const char *path, pk_store **out, pk_error *err) {
     if (rc)
         return rc;
     sqlite3_stmt *st = NULL;
-    if ((rc = prepare(s, "SELECT version FROM schema_version", &st, err))) {
+    if (sqlite3_prepare_v2(s->db, "SELECT version FROM schema_version", -1, &st, NULL) !=
+        SQLITE_OK) {
+        rc = pk_error_set(err, PK_ERR_INVALID, "'%s' is not a pkgym trajectory store (%s)", path,
+                          sqlite3_errmsg(s->db));
         pk_store_close(s);
-        return pk_error_set(err, PK_ERR_INVALID, "'%s' is not a pkgym trajectory store (%s)", path,
-                            err ? err->message : "no schema_version");
+        return rc;
     }
     int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
     sqlite3_finalize(st);
