@@ -57,7 +57,14 @@ typedef struct pk_sandbox_result {
     size_t err_len;
     int truncated;
     char detail[256]; /* setup_error: what failed; otherwise empty */
+    /* How each limit was enforced on this host, e.g. "memory=cgroup-v1 pids=cgroup-v1+rlimit";
+     * a limit that could not be applied says so here (never silently dropped). */
+    char limits[256];
 } pk_sandbox_result;
+
+/* Read-only paths every sandbox sees (besides opts->ro): the toolchain and shared libraries.
+ * The environment variable PKGYM_SANDBOX_RO (colon-separated paths) adds to them. */
+extern const char *const pk_sandbox_default_ro[];
 
 /* Runs argv[0] (a path) with argv inside a new sandbox and waits for it. Returns PK_OK when a
  * verdict was produced (any status, setup_error included); non-zero only on bad arguments. */
