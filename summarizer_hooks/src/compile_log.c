@@ -268,16 +268,19 @@ static char *pk_render(pk_diag_list *l, size_t max_chars) {
         pk_strbuf_printf(&out, "[%d %s%s: %d shown", total, want_errors ? "error" : "warning",
                          total == 1 ? "" : "s", shown);
         if (l->n_duplicates) {
-            pk_strbuf_printf(&out, ", %d repeats folded", l->n_duplicates);
+            pk_strbuf_printf(&out, ", %d repeat%s folded", l->n_duplicates,
+                             l->n_duplicates == 1 ? "" : "s");
         }
         if (l->n_cascades) {
-            pk_strbuf_printf(&out, ", %d follow-on errors on reported lines folded", l->n_cascades);
+            pk_strbuf_printf(&out, ", %d follow-on error%s on reported lines folded", l->n_cascades,
+                             l->n_cascades == 1 ? "" : "s");
         }
         if (omitted) {
             pk_strbuf_printf(&out, ", %d more not shown", omitted);
         }
         if (want_errors && l->n_warnings) {
-            pk_strbuf_printf(&out, ", %d warnings omitted", l->n_warnings);
+            pk_strbuf_printf(&out, ", %d warning%s omitted", l->n_warnings,
+                             l->n_warnings == 1 ? "" : "s");
         }
         pk_strbuf_puts(&out, "]");
     }
