@@ -2,6 +2,7 @@
 #ifndef PK_ABLATION_H
 #define PK_ABLATION_H
 
+#include "pk_metrics.h"
 #include "pk_reward.h"
 #include "pk_store.h"
 
@@ -52,5 +53,10 @@ int pk_ablation_run(pk_store *s, const pk_ablation_opts *o, pk_ablation *out, pk
 void pk_ablation_free(pk_ablation *a);
 /* The set key of an episode: its problem, or its group (its problem when it has none). */
 const char *pk_ablation_key(const pk_ablation_episode *e, pk_normalize normalize);
+
+/* Metrics (pk_metrics.h) of one problem's trajectories, speedups against the config's
+ * baseline. PK_ERR_INVALID when the problem has fewer than k trajectories. */
+int pk_ablation_problem_metrics(const pk_ablation *a, const char *problem_id, int k, double p,
+                                pk_metrics_summary *out, pk_error *err);
 
 #endif

@@ -7,13 +7,14 @@
 #include <string.h>
 
 #include "ablation.h"
+#include "pk_metrics.h"
 #include "pk_reward.h"
 #include "pk_store.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: pkgym reward --db FILE [--config FILE.json] [--normalize problem|group]\n"
-            "                    [--json] [--verify] [--eps E] [--tolerance T]\n\n"
+            "                    [--json] [--verify] [--eps E] [--tolerance T] [--k K] [--p P]\n\n"
             "Recomputes every stored trajectory's scores and returns, and its GRPO advantages\n"
             "(R - mean) / (std + eps) over all turns of all trajectories of a problem or group.\n\n"
             "  --db FILE          trajectory store written by `pkgym serve` (opened read-only)\n"
@@ -24,7 +25,9 @@ static void usage(FILE *f) {
             "  --json             print JSON instead of a table\n"
             "  --verify           with --config too: exit 1 unless scores and returns match\n"
             "  --eps E            advantage denominator epsilon (default 1e-4)\n"
-            "  --tolerance T      relative tolerance of the comparison (default 1e-9)\n\n"
+            "  --tolerance T      relative tolerance of the comparison (default 1e-9)\n"
+            "  --k K, --p P       metrics per problem: pass@K, best@K, avg@K (default 1) and\n"
+            "                     fast_P (default 1.0)\n\n"
             "Exit status: 0 ok, 1 mismatch with the online values, 2 usage or store error.\n"
             "Configuration keys and the store schema: docs/rewards.md.\n");
 }
@@ -33,6 +36,8 @@ typedef struct reward_args {
     const char *db, *config;
     pk_ablation_opts opts;
     int json, verify;
+    int k;
+    double p;
 } reward_args;
 
 static int parse_double(const char *s, double *out) {
@@ -46,11 +51,14 @@ static int parse_args(int argc, char **argv, reward_args *a) {
     memset(a, 0, sizeof *a);
     a->opts.eps = 1e-4;
     a->opts.tolerance = 1e-9;
+    a->k = 1;
+    a->p = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = strcmp(arg, "--db") == 0 || strcmp(arg, "--config") == 0 ||
                     strcmp(arg, "--normalize") == 0 || strcmp(arg, "--eps") == 0 ||
-                    strcmp(arg, "--tolerance") == 0;
+                    strcmp(arg, "--tolerance") == 0 || strcmp(arg, "--k") == 0 ||
+                    strcmp(arg, "--p") == 0;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -71,6 +79,18 @@ static int parse_args(int argc, char **argv, reward_args *a) {
             double *dst = arg[2] == 'e' ? &a->opts.eps : &a->opts.tolerance;
             if (parse_double(val, dst) || !(*dst >= 0)) {
                 fprintf(stderr, "pkgym reward: %s takes a number >= 0\n", arg);
+                return 2;
+            }
+        } else if (strcmp(arg, "--k") == 0) {
+            double k;
+            if (parse_double(val, &k) || k < 1 || k > 1e6 || k != (int)k) {
+                fprintf(stderr, "pkgym reward: --k takes an integer >= 1\n");
+                return 2;
+            }
+            a->k = (int)k;
+        } else if (strcmp(arg, "--p") == 0) {
+            if (parse_double(val, &a->p) || !(a->p >= 0)) {
+                fprintf(stderr, "pkgym reward: --p takes a number >= 0\n");
                 return 2;
             }
         } else if (strcmp(arg, "--json") == 0) {
@@ -109,6 +129,55 @@ static const char *normalize_name(pk_normalize n) {
     return n == PK_NORMALIZE_GROUP ? "group" : "problem";
 }
 
+/* Index of the first episode of each distinct problem, in store order. */
+static int first_of_problem(const pk_ablation *a, int i) {
+    for (int j = 0; j < i; j++)
+        if (strcmp(a->episodes[j].problem_id, a->episodes[i].problem_id) == 0)
+            return 0;
+    return 1;
+}
+
+static void print_metrics(const pk_ablation *a, const reward_args *args) {
+    printf("\n%-20s %12s %7s %11s %9s %9s %9s %9s\n", "problem", "trajectories", "correct",
+           "mean_best", "fast_p", "pass@k", "best@k", "avg@k");
+    for (int i = 0; i < a->n_episodes; i++) {
+        if (!first_of_problem(a, i))
+            continue;
+        pk_metrics_summary m;
+        pk_error err = {0};
+        const char *problem = a->episodes[i].problem_id;
+        if (pk_ablation_problem_metrics(a, problem, args->k, args->p, &m, &err)) {
+            printf("%-20s %s\n", problem, err.message);
+            continue;
+        }
+        printf("%-20s %12d %7d %11.4f %9.4f %9.4f %9.4f %9.4f\n", problem, m.n, m.n_correct,
+               m.mean_best_speedup, m.fast_p, m.pass_at_k, m.best_at_k, m.avg_at_k);
+    }
+    printf("(k = %d, p = %g; speedups against the config's baseline)\n", args->k, args->p);
+}
+
+static json_t *metrics_json(const pk_ablation *a, const reward_args *args) {
+    json_t *problems = json_array();
+    for (int i = 0; i < a->n_episodes; i++) {
+        if (!first_of_problem(a, i))
+            continue;
+        pk_metrics_summary m;
+        pk_error err = {0};
+        const char *problem = a->episodes[i].problem_id;
+        if (pk_ablation_problem_metrics(a, problem, args->k, args->p, &m, &err))
+            json_array_append_new(
+                problems, json_pack("{s:s, s:s}", "problem_id", problem, "error", err.message));
+        else
+            json_array_append_new(
+                problems, json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "problem_id",
+                                    problem, "trajectories", m.n, "correct", m.n_correct,
+                                    "correct_rate", m.correct_rate, "mean_best_speedup",
+                                    m.mean_best_speedup, "fast_p", m.fast_p, "pass_at_k",
+                                    m.pass_at_k, "best_at_k", m.best_at_k, "avg_at_k", m.avg_at_k));
+    }
+    return json_pack("{s:i, s:f, s:o}", "k", args->k, "p", args->p, "problems", problems);
+}
+
 static void print_table(const pk_ablation *a, const reward_args *args) {
     int turns = 0;
     for (int i = 0; i < a->n_episodes; i++)
@@ -136,6 +205,7 @@ static void print_table(const pk_ablation *a, const reward_args *args) {
     for (int k = 0; k < a->n_sets; k++)
         printf("%-20s %12d %6d %12.6f %12.6f\n", a->sets[k].key, a->sets[k].n_trajectories,
                a->sets[k].n_turns, a->sets[k].mean, a->sets[k].std);
+    print_metrics(a, args);
     printf("\nonline comparison: %d turn(s) differ; %d trajectory(ies) without online returns\n",
            a->n_mismatches, a->n_unfinished);
 }
@@ -175,10 +245,11 @@ static int print_json(const pk_ablation *a, const reward_args *args,
                                               "trajectories", a->sets[k].n_trajectories, "turns",
                                               a->sets[k].n_turns, "mean_return", a->sets[k].mean,
                                               "std_return", a->sets[k].std));
-    json_t *root = json_pack(
-        "{s:o, s:s, s:f, s:o, s:o, s:i, s:i}", "config", config ? config_json(config) : json_null(),
-        "normalize", normalize_name(args->opts.normalize), "eps", args->opts.eps, "episodes",
-        episodes, "sets", sets, "mismatches", a->n_mismatches, "unfinished", a->n_unfinished);
+    json_t *root = json_pack("{s:o, s:s, s:f, s:o, s:o, s:i, s:i, s:o}", "config",
+                             config ? config_json(config) : json_null(), "normalize",
+                             normalize_name(args->opts.normalize), "eps", args->opts.eps,
+                             "episodes", episodes, "sets", sets, "mismatches", a->n_mismatches,
+                             "unfinished", a->n_unfinished, "metrics", metrics_json(a, args));
     if (!root || json_dumpf(root, stdout, JSON_INDENT(1)) != 0) {
         json_decref(root);
         fprintf(stderr, "pkgym reward: could not write JSON\n");

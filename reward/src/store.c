@@ -223,6 +223,10 @@ int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
         return rc;
     if (!t->episode_id)
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: turn without episode id");
+    if ((unsigned)t->status >= PK_STATUS_COUNT || !isfinite(t->score))
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "trajectory store: turn %d of '%s': bad status %d or score %g", t->turn,
+                            t->episode_id, (int)t->status, t->score);
     /* Denormalized measurements, for SQL queries; result_json stays the source of truth. */
     pk_turn_facts f;
     int have_facts =

@@ -3,6 +3,7 @@
 Scores are recomputed here independently (in Python, from the stored result JSON) and
 compared with what pkgym prints, so the C and Python implementations check each other.
 """
+import itertools
 import json
 import math
 import os
@@ -154,8 +155,26 @@ with tempfile.TemporaryDirectory() as d:
         check(sorted(s["key"] for s in res["sets"]) ==
               (["allgather", "allreduce"] if key == "problem" else ["g0", "g1"]), "set keys")
         compare(res, expected(db, full, key), f"config/{key}")
+    # Metrics over the same trajectories: pass@k (Chen et al.) and best@k by brute force.
+    rc, out, err = run("reward", "--db", db, "--config", cfg_path, "--json", "--k", "3",
+                       "--p", "1.2")
+    res = json.loads(out)
+    for m in res["metrics"]["problems"]:
+        trajs = [e for e in res["episodes"] if e["problem_id"] == m["problem_id"]]
+        best = [max([t["speedup"] for t in e["turns"] if t["status"] == "correct"] or [0.0])
+                for e in trajs]
+        n, c = len(trajs), sum(b > 0 for b in best)
+        fast = sum(any(t["status"] == "correct" and t["speedup"] >= 1.2 for t in e["turns"])
+                   for e in trajs)
+        subsets = list(itertools.combinations(best, 3))
+        check(m["trajectories"] == n and m["correct"] == c, f"metrics counts {m}")
+        check(close(m["pass_at_k"], 1 - math.comb(n - c, 3) / math.comb(n, 3)), f"pass@3 {m}")
+        check(close(m["best_at_k"], sum(max(x) for x in subsets) / len(subsets)), f"best@3 {m}")
+        check(close(m["avg_at_k"], sum(best) / n), f"avg@3 {m}")
+        check(close(m["fast_p"], fast / n), f"fast_1.2 {m}")
     rc, out, err = run("reward", "--db", db, "--config", cfg_path)
-    check(rc == 0 and "allreduce-0" in out and "advantage" in out, "table output")
+    check(rc == 0 and "allreduce-0" in out and "advantage" in out and "pass@k" in out,
+          "table output")
     rc, out, err = run("reward", "--db", db, "--config", cfg_path, "--verify")
     check(rc == 1 and "differ" in err, "--verify fails when the config changes the rewards")
 

@@ -89,6 +89,14 @@ static void write_and_read_back(void **state) {
                      .finished_at = 1002};
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* duplicate turn */
+    t.turn = 5;
+    t.status = PK_STATUS_COUNT;
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* no such status */
+    t.status = PK_STATUS_CORRECT;
+    t.score = NAN;
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);
+    t.score = 1.8;
+    t.turn = 0;
     t.episode_id = "nope";
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* unknown episode */
     pk_turn_row fmt = {.episode_id = "ep1", .turn = 1, .status = PK_STATUS_FORMAT_ERROR};
