@@ -147,17 +147,52 @@ int pk_reward_config_from_stored_json(const char *config_json, pk_reward_config 
     return rc;
 }
 
+/* Shortest text that reads back as the same double: 0.4, not 0.40000000000000002. */
+static int put_number(pk_strbuf *sb, const char *key, double v) {
+    char buf[40];
+    if (v == floor(v) && fabs(v) < 1e15) /* 10.0, not 1e+01 */
+        snprintf(buf, sizeof buf, "%.1f", v);
+    else
+        for (int p = 1; p <= 17; p++) {
+            snprintf(buf, sizeof buf, "%.*g", p, v);
+            if (strtod(buf, NULL) == v)
+                break;
+        }
+    return pk_strbuf_printf(sb, "%s\"%s\":%s", sb->len > 1 ? "," : "", key, buf);
+}
+
+static int put_string(pk_strbuf *sb, const char *key, const char *v) {
+    json_t *s = json_string(v);
+    char *text = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL;
+    json_decref(s);
+    int rc = text ? pk_strbuf_printf(sb, "%s\"%s\":%s", sb->len > 1 ? "," : "", key, text)
+                  : PK_ERR_NOMEM;
+    free(text);
+    return rc;
+}
+
 char *pk_reward_config_to_json(const pk_reward_config *c) {
     const char *mode = c->mode == PK_RETURN_MAX ? "max" : "sum";
     const char *transform = (unsigned)c->transform < 3 ? transform_names[c->transform] : "raw";
-    json_t *o = json_pack("{s:f, s:s, s:f, s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "gamma",
-                          c->gamma, "mode", mode, "w_correct", c->w_correct, "transform", transform,
-                          "clip_lo", c->clip_lo, "clip_hi", c->clip_hi, "r_compile", c->r_compile,
-                          "r_run", c->r_run, "penalty_rejected", c->penalty_rejected,
-                          "penalty_format", c->penalty_format, "baseline", c->baseline);
-    if (!o)
+    char baseline[sizeof c->baseline + 1];
+    snprintf(baseline, sizeof baseline, "%.*s", (int)sizeof c->baseline, c->baseline);
+    pk_strbuf sb = {0};
+    int rc = pk_strbuf_puts(&sb, "{");
+    rc = rc ? rc : put_number(&sb, "gamma", c->gamma);
+    rc = rc ? rc : put_string(&sb, "mode", mode);
+    rc = rc ? rc : put_number(&sb, "w_correct", c->w_correct);
+    rc = rc ? rc : put_string(&sb, "transform", transform);
+    rc = rc ? rc : put_number(&sb, "clip_lo", c->clip_lo);
+    rc = rc ? rc : put_number(&sb, "clip_hi", c->clip_hi);
+    rc = rc ? rc : put_number(&sb, "r_compile", c->r_compile);
+    rc = rc ? rc : put_number(&sb, "r_run", c->r_run);
+    rc = rc ? rc : put_number(&sb, "penalty_rejected", c->penalty_rejected);
+    rc = rc ? rc : put_number(&sb, "penalty_format", c->penalty_format);
+    rc = rc ? rc : put_string(&sb, "baseline", baseline);
+    rc = rc ? rc : pk_strbuf_puts(&sb, "}");
+    if (rc) {
+        pk_strbuf_free(&sb);
         return NULL;
-    char *s = json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT | JSON_REAL_PRECISION(17));
-    json_decref(o);
-    return s;
+    }
+    return pk_strbuf_take(&sb);
 }

@@ -178,7 +178,15 @@ static void config_json(void **state) {
     assert_near(c.clip_hi, 3.0, EPS);
     assert_near(c.w_correct, 0.3, EPS); /* untouched keys keep their value */
     assert_string_equal(c.baseline, "roofline");
-    /* Round trip through the JSON form. */
+    /* The JSON form is readable (shortest round-trip numbers) and round-trips. */
+    pk_reward_config_default(&d);
+    char *text = pk_reward_config_to_json(&d);
+    assert_string_equal(text, "{\"gamma\":0.4,\"mode\":\"sum\",\"w_correct\":0.3,"
+                              "\"transform\":\"raw\",\"clip_lo\":0.0,\"clip_hi\":10.0,"
+                              "\"r_compile\":0.0,\"r_run\":0.0,\"penalty_rejected\":0.0,"
+                              "\"penalty_format\":0.0,\"baseline\":\"reference\"}");
+    free(text);
+    c.r_run = 1.0 / 3.0;
     char *json = pk_reward_config_to_json(&c);
     assert_non_null(json);
     pk_reward_config_default(&d);
