@@ -48,22 +48,24 @@ static char *pk_assemble(const pk_summarizer *s, const char *task, char **blocks
                             turns.data ? turns.data : "", NULL};
         pk_template_render(&history, s->tpl.text[PK_TPL_HISTORY], hv);
     }
+    /* Without history, a marker finds the blank line its paragraph would leave. */
+    int no_history = history.data == NULL;
     const char *nv[] = {"task",     task,
-                        "history",  history.data ? history.data : "",
+                        "history",  no_history ? "\x01" : history.data,
                         "continue", s->tpl.text[PK_TPL_CONTINUE],
                         NULL};
     int rc = pk_template_render(&out, s->tpl.text[PK_TPL_NEXT_PROMPT], nv);
     pk_strbuf_free(&turns);
-    pk_strbuf_free(&history);
     pk_strbuf_free(&omitted);
+    pk_strbuf_free(&history);
     if (rc != PK_OK) {
         pk_strbuf_free(&out);
         return NULL;
     }
-    char *gap = n == 0 ? strstr(out.data, "\n\n\n\n") : NULL;
-    if (gap) {
-        /* No history: close the gap its paragraph leaves. */
-        memmove(gap + 2, gap + 4, strlen(gap + 4) + 1);
+    char *mark = no_history ? strchr(out.data, '\x01') : NULL;
+    if (mark) {
+        size_t drop = mark[1] == '\n' && mark > out.data && mark[-1] == '\n' ? 2 : 1;
+        memmove(mark, mark + drop, strlen(mark + drop) + 1);
     }
     return pk_strbuf_take(&out);
 }
