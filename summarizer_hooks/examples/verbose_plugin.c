@@ -1,5 +1,5 @@
 /* Example plugin "verbose": the built-in feedback plus every check, every trial and the timing
- * spread; the summary plus the size of the code. */
+ * spread, the status and its reason; the summary plus the size of the code. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,6 +66,9 @@ static char *verbose_feedback(const pk_summarizer_plugin_request *req) {
     }
     text t = {0};
     add(&t, "%s", req->builtin);
+    const char *reason = json_string_value(json_object_get(result, "reason"));
+    add(&t, "\nStatus: %s%s%s%s", json_string_value(json_object_get(result, "status")),
+        reason && reason[0] ? " (" : "", reason ? reason : "", reason && reason[0] ? ")" : "");
     add_checks(&t, result);
     add_trials(&t, result);
     json_t *timing = json_object_get(result, "timing");

@@ -44,8 +44,12 @@ static char *pk_hook_answer(pk_summarizer *s, pk_hook_slot slot, const char *out
                  json_is_string(error) ? ": " : "",
                  json_is_string(error) ? json_string_value(error) : "");
     } else if (!json_is_string(text)) {
-        snprintf(what, sizeof(what), "printed something other than {\"text\": \"...\"}: %.60s",
-                 out[0] ? out : "(nothing)");
+        char shown[64];
+        snprintf(shown, sizeof(shown), "%s", out[0] ? out : "(nothing)");
+        for (char *c = shown; *c; c++) {
+            *c = (unsigned char)*c < 0x20 ? ' ' : *c; /* one line in the log */
+        }
+        snprintf(what, sizeof(what), "printed something other than {\"text\": \"...\"}: %s", shown);
     } else {
         result = strdup(json_string_value(text));
         what[0] = '\0';
