@@ -270,7 +270,8 @@ int sb_plan_build(sb_plan *p, const pk_sandbox_opts *opts, const char *workdir, 
     memset(p, 0, sizeof *p);
     const char *base = getenv("PKGYM_SANDBOX_TMP");
     char tmpl[PATH_MAX];
-    snprintf(tmpl, sizeof tmpl, "%s/pk-sbroot-XXXXXX", base && *base ? base : "/tmp");
+    snprintf(tmpl, sizeof tmpl, "%s/pk-sbroot-%d-XXXXXX", base && *base ? base : "/tmp",
+             (int)getpid());
     if (!mkdtemp(tmpl))
         return pk_error_errno(err, PK_ERR_IO, "mkdtemp %s", tmpl);
     if (!(p->root = strdup(tmpl))) {

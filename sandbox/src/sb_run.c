@@ -93,7 +93,8 @@ static int prepare_workdir(sb_job *j, pk_sandbox_result *res) {
     }
     const char *base = getenv("PKGYM_SANDBOX_TMP");
     char tmpl[4096];
-    snprintf(tmpl, sizeof tmpl, "%s/pk-sbwork-XXXXXX", base && *base ? base : "/tmp");
+    snprintf(tmpl, sizeof tmpl, "%s/pk-sbwork-%d-XXXXXX", base && *base ? base : "/tmp",
+             (int)getpid());
     if (!mkdtemp(tmpl)) {
         set_setup_error(res, "mkdtemp %s: %s", tmpl, strerror(errno));
         return -1;

@@ -1,0 +1,15 @@
+/* Prints which NVIDIA device nodes exist inside ("present NAME" / "absent NAME"). */
+#include <stdio.h>
+#include <unistd.h>
+
+int main(void) {
+    char path[64];
+    for (int i = 0; i < 8; i++) {
+        snprintf(path, sizeof path, "/dev/nvidia%d", i);
+        printf("%s %s\n", access(path, F_OK) == 0 ? "present" : "absent", path);
+    }
+    const char *ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"};
+    for (int i = 0; i < 3; i++)
+        printf("%s %s\n", access(ctl[i], F_OK) == 0 ? "present" : "absent", ctl[i]);
+    return 0;
+}

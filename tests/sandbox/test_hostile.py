@@ -1,0 +1,245 @@
+#!/usr/bin/python3
+"""The hostile corpus: every program gets its expected verdict from `pkgym sandbox`, and the host
+is unchanged afterwards (no survivors, mounts, temp dirs, cgroups or files outside the work dir).
+
+Env: SB_CLI (the sandbox CLI), SB_HOSTILE_DIR (the corpus binaries), PK_BUILD_DIR."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+CLI = os.environ["SB_CLI"]
+HOSTILE = os.path.realpath(os.environ["SB_HOSTILE_DIR"])
+BUILD = os.environ.get("PK_BUILD_DIR", os.getcwd())
+NVCC = "/usr/local/cuda/bin/nvcc"
+
+failures = []
+cli_pids = []
+
+
+def fail(case, msg):
+    failures.append(f"{case}: {msg}")
+    print(f"FAIL {case}: {msg}", flush=True)
+
+
+def sandbox(args, cmd, env=None, timeout=120):
+    p = subprocess.Popen([CLI] + args + ["--"] + cmd, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    cli_pids.append(p.pid)
+    out, err = p.communicate(timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"CLI exited {p.returncode}: {err.decode(errors='replace')}")
+    return json.loads(out)
+
+
+def expect(case, v, status, **fields):
+    ok = v["status"] == status
+    for k, want in fields.items():
+        ok = ok and v[k] == want
+    shown = {k: v[k] for k in ("status", "exit_code", "signal", "wall_ms", "detail")}
+    if not ok:
+        fail(case, f"want status={status} {fields}, got {shown}; stdout={v['stdout'][:300]!r} "
+             f"stderr={v['stderr'][:300]!r}")
+    else:
+        print(f"ok   {case}: {shown}", flush=True)
+    return ok
+
+
+def survivors():
+    """Processes on the host running a corpus binary."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if exe.startswith(HOSTILE + "/"):
+            found.append(f"{pid}:{exe}")
+    return found
+
+
+def beating(path):
+    """True if the file at path is still being touched."""
+    if not os.path.exists(path):
+        return False
+    before = os.stat(path).st_mtime_ns
+    time.sleep(0.3)
+    return os.path.exists(path) and os.stat(path).st_mtime_ns != before
+
+
+def leftovers():
+    """Our sandboxes' temp dirs, mounts and cgroups still present on the host."""
+    tags = [f"-{pid}-" for pid in cli_pids]
+    left = []
+    for name in os.listdir("/tmp"):
+        if name.startswith(("pk-sbroot-", "pk-sbwork-")) and any(t in name for t in tags):
+            left.append("/tmp/" + name)
+    with open("/proc/self/mountinfo") as f:
+        left += [l.strip() for l in f if "pk-sbroot-" in l or "pk-sbwork-" in l]
+    for hier in ("memory", "pids", "cpuacct", "unified", ""):
+        base = os.path.join("/sys/fs/cgroup", hier)
+        for root, dirs, _ in os.walk(base):
+            if root.count("/") > base.count("/") + 3:
+                dirs[:] = []
+                continue
+            for d in dirs:
+                if d.startswith("pkgym-sb-") and any(d.startswith(f"pkgym-sb-{p}-") for p in cli_pids):
+                    left.append(os.path.join(root, d))
+    return left
+
+
+def main():
+    if not os.path.exists(HOSTILE + "/segv"):
+        print(f"corpus not built in {HOSTILE}", file=sys.stderr)
+        return 1
+    top = tempfile.mkdtemp(prefix="pk-hostile-test-")
+    secret = os.path.join(top, "server-secret.txt")
+    with open(secret, "w") as f:
+        f.write("the reward seed: 1234\n")
+
+    def wd(name):
+        d = tempfile.mkdtemp(prefix=f"work-{name}-", dir=top)
+        return d
+
+    def run(name, args=(), extra=(), workdir=None, env=None):
+        w = workdir or wd(name)
+        return w, sandbox(["--ro", HOSTILE, "--workdir", w] + list(args),
+                          [os.path.join(HOSTILE, name)] + list(extra), env=env)
+
+    # Crashes and runaway resources.
+    expect("segv", run("segv")[1], "signal", signal=11)
+    expect("abort", run("abort")[1], "signal", signal=6)
+    expect("exit137", run("exit137")[1], "exit", exit_code=137, signal=0)
+    v = run("spin", ["--cpu-ms", "300", "--wall-ms", "20000"])[1]
+    if expect("spin (cpu limit)", v, "timeout") and v["wall_ms"] > 5000:
+        fail("spin (cpu limit)", f"took {v['wall_ms']} ms to stop")
+    w, v = run("sleeper", ["--wall-ms", "300"], workdir=wd("sleeper-wall"))
+    if expect("sleeper (wall limit)", v, "timeout") and not 250 <= v["wall_ms"] < 3000:
+        fail("sleeper (wall limit)", f"wall_ms {v['wall_ms']} not near the 300 ms limit")
+    for bomb in ("fork_bomb", "thread_bomb"):
+        v = run(bomb, ["--pids", "32", "--wall-ms", "20000"])[1]
+        if expect(bomb, v, "ok"):
+            n = int(v["stdout"].split("=")[1].split()[0])
+            if n >= 32:
+                fail(bomb, f"{n} created under a pids limit of 32")
+    v = run("memory_bomb", ["--mem-mb", "64", "--wall-ms", "20000"])[1]
+    if "memory=cgroup" in v["limits"]:
+        expect("memory_bomb", v, "memory")
+    elif "memory=rlimit-as" in v["limits"]:
+        expect("memory_bomb (RLIMIT_AS fallback: malloc refused)", v, "exit", exit_code=2)
+    else:
+        fail("memory_bomb", f"no memory limit applied: {v['limits']}")
+    v = run("stdout_flood", ["--output-cap", "65536", "--wall-ms", "60000"])[1]
+    if expect("stdout_flood (10 GB)", v, "output_limit", truncated=True):
+        if len(v["stdout"]) != 65536 or v["wall_ms"] > 20000:
+            fail("stdout_flood", f"kept {len(v['stdout'])} bytes, took {v['wall_ms']} ms")
+    w, v = run("huge_file", ["--fsize-mb", "8"])
+    expect("huge_file", v, "output_limit")
+    size = os.path.getsize(os.path.join(w, "huge.bin")) if os.path.exists(os.path.join(w, "huge.bin")) else 0
+    if size > 8 << 20:
+        fail("huge_file", f"file grew to {size} bytes past the 8 MiB limit")
+
+    # Escape and tampering attempts.
+    v = run("read_secrets", extra=["/etc/shadow", "/etc/hostname", secret,
+                                    os.path.join(BUILD, "CMakeCache.txt"), "/root/.bashrc",
+                                    "/proc/1/root/etc/shadow"])[1]
+    expect("read_secrets", v, "ok")
+    # (/tmp inside is private: writing there succeeds and is checked below, not here.)
+    canaries = [os.path.join(BUILD, "tests", "pk-sandbox-canary"), "/usr/pk-sandbox-canary",
+                "/pk-sandbox-canary", "/etc/pk-sandbox-canary", os.path.join(BUILD, "pk-canary")]
+    v = run("write_outside", extra=canaries)[1]
+    expect("write_outside", v, "ok")
+    for c in canaries:
+        if os.path.exists(c):
+            fail("write_outside", f"{c} exists on the host")
+            os.unlink(c)
+    tmp_canary = f"pk-sandbox-private-tmp-{os.getpid()}"
+    v = sandbox(["--workdir", wd("private-tmp")],
+                ["/bin/sh", "-c", f"echo x > /tmp/{tmp_canary} && echo y > /dev/shm/{tmp_canary}"])
+    expect("private /tmp and /dev/shm", v, "ok")
+    for d in ("/tmp", "/dev/shm"):
+        if os.path.exists(os.path.join(d, tmp_canary)):
+            fail("private /tmp and /dev/shm", f"{d}/{tmp_canary} reached the host")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.setblocking(False)
+    v = run("connect_host", extra=[str(listener.getsockname()[1])])[1]
+    expect("connect_host", v, "ok")
+    try:
+        listener.accept()
+        fail("connect_host", "the host listener accepted a connection")
+    except BlockingIOError:
+        pass
+    listener.close()
+    w, v = run("daemon")
+    expect("daemon (double fork)", v, "ok")
+    if beating(os.path.join(w, "heartbeat")):
+        fail("daemon (double fork)", "the daemon outlived the job")
+    w, v = run("setsid_ignore_term", ["--wall-ms", "500"])
+    expect("setsid child ignoring SIGTERM", v, "timeout")
+    if beating(os.path.join(w, "heartbeat")):
+        fail("setsid child ignoring SIGTERM", "the child outlived the job")
+    v = run("kill_parent")[1]
+    if expect("kill_parent", v, "ok") and "still supervised" not in v["stdout"]:
+        fail("kill_parent", "no report from the program")
+    expect("ptrace_sibling", run("ptrace_sibling")[1], "ok")
+    v = run("denied_syscalls")[1]
+    expect("denied_syscalls", v, "ok")
+    expect("view (pid/net namespaces, fds)", run("view")[1], "ok")
+
+    # GPU nodes: none without --gpus; with a fake device dir, only the assigned one.
+    v = run("gpu_nodes")[1]
+    if expect("gpu_nodes (no GPU assigned)", v, "ok") and "present" in v["stdout"]:
+        fail("gpu_nodes (no GPU assigned)", v["stdout"])
+    fake = os.path.join(top, "fakedev")
+    os.mkdir(fake)
+    for n in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        open(os.path.join(fake, n), "w").close()
+    env = dict(os.environ, PKGYM_SANDBOX_DEVROOT=fake)
+    v = run("gpu_nodes", ["--gpus", "1"], env=env)[1]
+    if expect("gpu_nodes (GPU 1 of fake 0,1)", v, "ok"):
+        lines = set(v["stdout"].splitlines())
+        for want in ("present /dev/nvidia1", "absent /dev/nvidia0", "present /dev/nvidiactl",
+                     "present /dev/nvidia-uvm", "absent /dev/nvidia-uvm-tools"):
+            if want not in lines:
+                fail("gpu_nodes (GPU 1 of fake 0,1)", f"missing '{want}' in {sorted(lines)}")
+    v = run("gpu_nodes", ["--gpus", "5"], env=env)[1]
+    expect("gpu_nodes (GPU 5 not on host)", v, "setup_error")
+
+    # nvcc, given a file that includes a host file, must not find it.
+    w = wd("nvcc")
+    with open(os.path.join(w, "k.cu"), "w") as f:
+        f.write('#include "/etc/passwd"\n#include "' + secret + '"\nint main() { return 0; }\n')
+    v = sandbox(["--workdir", w, "--wall-ms", "60000"], [NVCC, "-c", "k.cu", "-o", "k.o"])
+    with open("/etc/passwd") as f:
+        host_line = f.readline().strip()
+    if expect("nvcc #include \"/etc/passwd\"", v, "exit"):
+        if "/etc/passwd" not in v["stderr"] or host_line in v["stderr"] or "1234" in v["stderr"]:
+            fail("nvcc #include", f"unexpected compiler output: {v['stderr'][:400]!r}")
+    v = sandbox(["--workdir", wd("missing")], ["/no/such/binary"])
+    if expect("missing command", v, "setup_error") and "execve" not in v["detail"]:
+        fail("missing command", v["detail"])
+
+    # The host is unchanged.
+    time.sleep(0.2)
+    for s in survivors():
+        fail("host unchanged", f"survivor {s}")
+    for l in leftovers():
+        fail("host unchanged", f"left behind: {l}")
+    with open(secret) as f:
+        if f.read() != "the reward seed: 1234\n":
+            fail("host unchanged", "the secret file changed")
+    shutil.rmtree(top)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
