@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
@@ -241,11 +242,55 @@ static void kill9_loses_only_steps_in_flight(void **state) {
     pk_store_close(s);
 }
 
+enum { WRITERS = 4, WRITER_TURNS = 25 };
+
+typedef struct writer_arg {
+    const char *path;
+    int index;
+    int rc;
+} writer_arg;
+
+/* One connection per thread, as the server does; the busy timeout serializes the commits. */
+static void *writer_thread(void *p) {
+    writer_arg *w = p;
+    pk_store *s = NULL;
+    char id[32];
+    snprintf(id, sizeof id, "w%d", w->index);
+    w->rc = pk_store_open(w->path, &s, NULL);
+    pk_episode_row e = {.episode_id = id, .problem_id = "p", .max_turns = WRITER_TURNS};
+    if (!w->rc)
+        w->rc = pk_store_begin_episode(s, &e, NULL);
+    for (int i = 0; !w->rc && i < WRITER_TURNS; i++) {
+        pk_turn_row t = {.episode_id = id, .turn = i, .status = PK_STATUS_INCORRECT};
+        w->rc = pk_store_add_turn(s, &t, NULL);
+    }
+    pk_store_close(s);
+    return NULL;
+}
+
+static void concurrent_writers(void **state) {
+    pthread_t th[WRITERS];
+    writer_arg args[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        args[i] = (writer_arg){.path = db_path(state), .index = i, .rc = -1};
+        assert_int_equal(pthread_create(&th[i], NULL, writer_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < WRITERS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(args[i].rc, PK_OK);
+    }
+    char want[16];
+    snprintf(want, sizeof want, "%d", WRITERS * WRITER_TURNS);
+    expect_query(db_path(state), "SELECT count(*) FROM turns", want);
+    expect_query(db_path(state), "PRAGMA integrity_check", "ok");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(write_and_read_back, setup, teardown),
         cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(kill9_loses_only_steps_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(concurrent_writers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
