@@ -265,6 +265,9 @@ static char *pk_render(pk_diag_list *l, size_t max_chars) {
     }
     int total = want_errors ? l->n_errors : l->n_warnings;
     if (omitted || l->n_duplicates || l->n_cascades || (want_errors && l->n_warnings)) {
+        if (out.len > 0 && out.data[out.len - 1] != '\n') {
+            pk_strbuf_puts(&out, "\n");
+        }
         pk_strbuf_printf(&out, "[%d %s%s: %d shown", total, want_errors ? "error" : "warning",
                          total == 1 ? "" : "s", shown);
         if (l->n_duplicates) {
