@@ -96,7 +96,9 @@ int pk_summarize_hook(pk_summarizer *s, const char *action, const char *summary_
     }
     char *trimmed = pk_strndup_trim(text, strlen(text));
     free(text);
-    if (trimmed && trimmed[0]) {
+    if (trimmed && !trimmed[0]) {
+        pk_hook_record_failure(s, PK_HOOK_SUMMARIZE, "answered with an empty summary");
+    } else if (trimmed) {
         char *capped = pk_text_cap(trimmed, (size_t)s->opt.summary_chars);
         if (!capped) {
             free(trimmed);
