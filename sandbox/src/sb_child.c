@@ -287,12 +287,42 @@ static void __attribute__((noreturn)) exec_command(const sb_child_args *a) {
     fail(a, "execve", a->argv[0]);
 }
 
+static void close_range_or_loop(unsigned lo, unsigned hi) {
+    if (lo > hi)
+        return;
+    if (syscall(SYS_close_range, lo, hi, 0) == 0)
+        return;
+    for (unsigned fd = lo; fd <= hi && fd < 65536; fd++)
+        close((int)fd);
+}
+
+/* Closes every fd but 0-2 and the ones the job needs: the parent's ends of our pipes (stdin's
+ * included, or the command would never see EOF) and whatever else the server had open. */
+static void close_all_but(const sb_child_args *a) {
+    int keep[4] = {a->status_fd, a->stdin_fd, a->stdout_fd, a->stderr_fd};
+    for (int i = 0; i < 4; i++) /* sort, so the gaps between them can be closed as ranges */
+        for (int k = i + 1; k < 4; k++)
+            if (keep[k] < keep[i]) {
+                int t = keep[i];
+                keep[i] = keep[k];
+                keep[k] = t;
+            }
+    unsigned lo = 3;
+    for (int i = 0; i < 4; i++) {
+        if (keep[i] < (int)lo)
+            continue;
+        close_range_or_loop(lo, (unsigned)keep[i] - 1);
+        lo = (unsigned)keep[i] + 1;
+    }
+    close_range_or_loop(lo, ~0U);
+}
+
 void sb_child_main(const sb_child_args *a) {
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     char go;
     if (read(a->sync_fd, &go, 1) != 1)
         _exit(127); /* the parent gave up before we started */
-    close(a->sync_fd);
+    close_all_but(a);
     reset_signals();
     build_root(a);
     loopback_up(a);

@@ -190,6 +190,13 @@ static int add_visible(sb_plan *p, const char *path, sb_op_kind bind, int depth,
     return rc ? rc : remember_bind(p, full, err);
 }
 
+/* Prefixes err's message with what was being added. */
+static int wrap_error(pk_error *err, int rc, const char *what, const char *path) {
+    char inner[sizeof err->message];
+    snprintf(inner, sizeof inner, "%s", err ? err->message : "");
+    return pk_error_set(err, rc, "%s %.200s: %.300s", what, path, inner);
+}
+
 static int add_devices(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err) {
     static const char *const basic[] = {"null", "zero", "full", "random", "urandom", NULL};
     static const char *const gpu_ctl[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
@@ -251,7 +258,7 @@ static int add_read_only(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err)
             rc = add_visible(p, t, SB_OP_BIND_RO, 0, err);
         free(copy);
         if (rc)
-            return pk_error_set(err, rc, "PKGYM_SANDBOX_RO: %s", err ? err->message : "");
+            return wrap_error(err, rc, "PKGYM_SANDBOX_RO", extra);
     }
     if (opts->n_gpus > 0) { /* CUDA reads PCI topology and driver state from /sys */
         int rc = add_visible(p, "/sys", SB_OP_BIND_RO, 0, err);
@@ -261,7 +268,7 @@ static int add_read_only(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err)
     for (int i = 0; i < opts->n_ro; i++) {
         int rc = add_visible(p, opts->ro[i], SB_OP_BIND_RO, 0, err);
         if (rc)
-            return rc;
+            return wrap_error(err, rc, "read-only path", opts->ro[i]);
     }
     return PK_OK;
 }
@@ -278,9 +285,9 @@ int sb_plan_build(sb_plan *p, const pk_sandbox_opts *opts, const char *workdir, 
         rmdir(tmpl);
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     }
+    /* The private file systems come first, so that binds of paths below them (a work dir or an
+     * extra path under /tmp) land on top of them rather than under. */
     int rc = add_op(p, SB_OP_TMPFS, NULL, p->root, "size=16m,nr_inodes=4096,mode=0755", 1, err);
-    if (!rc)
-        rc = add_read_only(p, opts, err);
     if (!rc)
         rc = add_op(p, SB_OP_PROC, NULL, "/proc", NULL, 1, err);
     /* Writable or host-wide knobs in procfs stay read-only (the command may be host uid 0). */
@@ -294,11 +301,14 @@ int sb_plan_build(sb_plan *p, const pk_sandbox_opts *opts, const char *workdir, 
     if (!rc)
         rc = add_op(p, SB_OP_TMPFS, NULL, "/tmp", "size=1g,nr_inodes=65536,mode=1777", 1, err);
     if (!rc)
+        rc = add_read_only(p, opts, err);
+    if (!rc)
         rc = add_op(p, SB_OP_WRITE_FILE, NULL, "/etc/hosts", sb_hosts, 0, err);
     if (!rc)
         rc = add_visible(p, workdir, SB_OP_BIND_RW, 0, err);
     for (int i = 0; !rc && i < opts->n_rw; i++)
-        rc = add_visible(p, opts->rw[i], SB_OP_BIND_RW, 0, err);
+        if ((rc = add_visible(p, opts->rw[i], SB_OP_BIND_RW, 0, err)))
+            wrap_error(err, rc, "read-write path", opts->rw[i]);
     if (rc) {
         sb_plan_free(p);
         return rc;

@@ -1,0 +1,199 @@
+/* pk_sandbox_run's API: arguments, verdict fields, stdin, output cap, environment, fd hygiene,
+ * and the JSON form (parsed back with jansson). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pk_sandbox.h"
+
+static pk_sandbox_result run_sh(pk_sandbox_opts *o, const char *script) {
+    char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+    pk_sandbox_result r;
+    pk_error err = {0};
+    assert_int_equal(pk_sandbox_run(o, argv, &r, &err), PK_OK);
+    return r;
+}
+
+static void bad_arguments_are_errors(void **state) {
+    (void)state;
+    pk_sandbox_opts o = {0};
+    pk_sandbox_result r;
+    pk_error err = {0};
+    char *empty[] = {NULL};
+    assert_int_equal(pk_sandbox_run(&o, empty, &r, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "argv"));
+    char *argv[] = {"/bin/true", NULL};
+    o.n_gpus = 1; /* without a list */
+    assert_int_equal(pk_sandbox_run(&o, argv, &r, &err), PK_ERR_INVALID);
+}
+
+static void exit_code_and_streams(void **state) {
+    (void)state;
+    pk_sandbox_opts o = {0};
+    pk_sandbox_result r = run_sh(&o, "echo out; echo err >&2; exit 7");
+    assert_int_equal(r.status, PK_SB_EXIT);
+    assert_int_equal(r.exit_code, 7);
+    assert_string_equal(r.out, "out\n");
+    assert_int_equal(r.out_len, 4);
+    assert_string_equal(r.err, "err\n");
+    assert_false(r.truncated);
+    assert_true(r.wall_ms > 0);
+    assert_true(r.max_rss_kb > 0);
+    assert_string_equal(r.detail, "");
+    assert_non_null(strstr(r.limits, "wall=supervisor"));
+    pk_sandbox_result_free(&r);
+}
+
+static void stdin_is_fed(void **state) {
+    (void)state;
+    static char big[200000];
+    memset(big, 'a', sizeof big);
+    pk_sandbox_opts o = {0};
+    o.stdin_data = big;
+    o.stdin_len = sizeof big;
+    pk_sandbox_result r = run_sh(&o, "wc -c");
+    assert_int_equal(r.status, PK_SB_OK);
+    assert_int_equal(atoi(r.out), (int)sizeof big);
+    pk_sandbox_result_free(&r);
+    o.stdin_data = NULL; /* /dev/null */
+    r = run_sh(&o, "wc -c");
+    assert_int_equal(atoi(r.out), 0);
+    pk_sandbox_result_free(&r);
+}
+
+static void output_is_capped_not_fatal(void **state) {
+    (void)state;
+    pk_sandbox_opts o = {0};
+    o.output_cap = 100;
+    pk_sandbox_result r = run_sh(&o, "head -c 5000 /dev/zero | tr '\\0' x");
+    assert_int_equal(r.status, PK_SB_OK); /* over the cap but not a flood: kept running */
+    assert_true(r.truncated);
+    assert_int_equal(r.out_len, 100);
+    pk_sandbox_result_free(&r);
+}
+
+static void environment_default_and_forced(void **state) {
+    (void)state;
+    pk_sandbox_opts o = {0};
+    pk_sandbox_result r = run_sh(&o, "echo $NCCL_NVLS_ENABLE:$NCCL_SOCKET_IFNAME:$HOME:$PATH");
+    assert_int_equal(r.status, PK_SB_OK);
+    assert_memory_equal(r.out, "0:lo:/", 6);
+    assert_non_null(strstr(r.out, "/usr/local/cuda/bin"));
+    pk_sandbox_result_free(&r);
+    const char *env[] = {"NCCL_NVLS_ENABLE=1", "FOO=bar", NULL};
+    o.env = env;
+    r = run_sh(&o, "echo $NCCL_NVLS_ENABLE:$FOO");
+    assert_string_equal(r.out, "0:bar\n"); /* never removed or overridden */
+    pk_sandbox_result_free(&r);
+}
+
+static void caller_fds_are_not_inherited(void **state) {
+    (void)state;
+    int leaky = open("/dev/null", O_RDONLY); /* no O_CLOEXEC on purpose */
+    assert_true(leaky >= 0);
+    pk_sandbox_opts o = {0};
+    char script[128];
+    snprintf(script, sizeof script, "ls /proc/self/fd; test -e /proc/self/fd/%d && exit 9; exit 0",
+             leaky);
+    pk_sandbox_result r = run_sh(&o, script);
+    assert_int_equal(r.status, PK_SB_OK);
+    close(leaky);
+    pk_sandbox_result_free(&r);
+}
+
+static void missing_paths_are_setup_errors(void **state) {
+    (void)state;
+    pk_sandbox_opts o = {0};
+    o.workdir = "/nonexistent/pk-workdir";
+    pk_sandbox_result r = run_sh(&o, "true");
+    assert_int_equal(r.status, PK_SB_SETUP_ERROR);
+    assert_non_null(strstr(r.detail, "workdir"));
+    pk_sandbox_result_free(&r);
+    const char *ro[] = {"/nonexistent/pk-ro"};
+    o.workdir = NULL;
+    o.ro = ro;
+    o.n_ro = 1;
+    r = run_sh(&o, "true");
+    assert_int_equal(r.status, PK_SB_SETUP_ERROR);
+    assert_non_null(strstr(r.detail, "pk-ro"));
+    pk_sandbox_result_free(&r);
+}
+
+static void extra_ro_is_visible_read_only(void **state) {
+    (void)state;
+    char dir[] = "/tmp/pk-sb-api-ro-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char file[64];
+    snprintf(file, sizeof file, "%s/f", dir);
+    assert_int_equal(pk_write_file(file, "hello", 5, NULL), PK_OK);
+    const char *ro[] = {dir};
+    pk_sandbox_opts o = {0};
+    o.ro = ro;
+    o.n_ro = 1;
+    char script[200];
+    snprintf(script, sizeof script, "cat %s; echo x > %s && exit 3; exit 0", file, file);
+    pk_sandbox_result r = run_sh(&o, script);
+    assert_int_equal(r.status, PK_SB_OK);
+    assert_string_equal(r.out, "hello");
+    pk_sandbox_result_free(&r);
+    unlink(file);
+    rmdir(dir);
+}
+
+static void json_is_valid_and_complete(void **state) {
+    (void)state;
+    pk_sandbox_result r;
+    memset(&r, 0, sizeof r);
+    r.status = PK_SB_OUTPUT_LIMIT;
+    r.exit_code = 3;
+    r.signal = 25;
+    r.wall_ms = 1.5;
+    char out[] = "a\"b\\c\n\x01\xff\xc3\xa9"; /* quote, backslash, control, invalid, valid é */
+    r.out = out;
+    r.out_len = sizeof out - 1;
+    r.err = "";
+    r.truncated = 1;
+    strcpy(r.detail, "d");
+    char *s = pk_sandbox_result_to_json(&r);
+    assert_non_null(s);
+    json_error_t je;
+    json_t *j = json_loads(s, 0, &je);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "output_limit");
+    assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 3);
+    assert_int_equal(json_integer_value(json_object_get(j, "signal")), 25);
+    assert_true(json_is_true(json_object_get(j, "truncated")));
+    assert_string_equal(json_string_value(json_object_get(j, "stdout")),
+                        "a\"b\\c\n\x01\xef\xbf\xbd\xc3\xa9");
+    const char *keys[] = {"wall_ms", "cpu_ms", "max_rss_kb", "stderr", "detail", "limits"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        assert_non_null(json_object_get(j, keys[i]));
+    json_decref(j);
+    free(s);
+    assert_string_equal(pk_sb_status_name(PK_SB_SETUP_ERROR), "setup_error");
+    assert_string_equal(pk_sb_status_name((pk_sb_status)99), "unknown");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bad_arguments_are_errors),
+        cmocka_unit_test(exit_code_and_streams),
+        cmocka_unit_test(stdin_is_fed),
+        cmocka_unit_test(output_is_capped_not_fatal),
+        cmocka_unit_test(environment_default_and_forced),
+        cmocka_unit_test(caller_fds_are_not_inherited),
+        cmocka_unit_test(missing_paths_are_setup_errors),
+        cmocka_unit_test(extra_ro_is_visible_read_only),
+        cmocka_unit_test(json_is_valid_and_complete),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
