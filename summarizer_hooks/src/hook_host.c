@@ -6,6 +6,7 @@
  * crash or hang of the plugin is this process's, and the server only sees it end. */
 #include <dlfcn.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,12 @@ int main(int argc, char **argv) {
     if (!req) {
         free(request);
         return pk_host_fail("could not read the request JSON%s", "");
+    }
+    /* A crashing plugin must die of its signal, which the server reports as a crash, even when
+     * a sanitizer runtime installed handlers that would turn it into an exit code. */
+    static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof(crash_signals) / sizeof(crash_signals[0]); i++) {
+        signal(crash_signals[i], SIG_DFL);
     }
     json_t *builtin = json_object_get(req, "builtin");
     void *so = NULL;
