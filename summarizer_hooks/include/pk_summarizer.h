@@ -23,7 +23,8 @@ typedef struct pk_parsed_action {
     int format_ok;          /* 0: no usable code block (status format_error) */
     char format_error[256]; /* why, when !format_ok */
     char *code;             /* the final code block (NULL if none) */
-    char *summary; /* step's summary field, else text after the final block, else extractive */
+    char *summary; /* step's summary field, else text after the final block, else extractive;
+                    * set for format errors too */
 } pk_parsed_action;
 
 typedef struct pk_turn_view {

@@ -170,35 +170,43 @@ static char *pk_choose_summary(const pk_summarizer *s, const char *field, const 
     return capped;
 }
 
+/* Sets code and format_ok; a format problem leaves format_ok 0 with its message. */
+static int pk_extract_code(pk_summarizer *s, const pk_fence_scan *sc, int unterminated,
+                           pk_parsed_action *out, pk_error *err) {
+    if (sc->n_code_blocks == 0 || sc->unclosed_code) {
+        pk_format_error(out, sc, unterminated);
+        return PK_OK;
+    }
+    out->code = pk_strndup_trim(sc->code, sc->code_len);
+    if (!out->code) {
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    }
+    if (out->code[0] == '\0') {
+        snprintf(out->format_error, sizeof(out->format_error), "the final code block is empty");
+    } else if (s->entry && !pk_has_word(out->code, s->entry)) {
+        snprintf(out->format_error, sizeof(out->format_error),
+                 "the final code block does not define the entry point `%.64s` that the task "
+                 "asks for",
+                 s->entry);
+    } else {
+        out->format_ok = 1;
+    }
+    return PK_OK;
+}
+
 static int pk_parse_answer(pk_summarizer *s, char *answer, const char *summary_field,
                            pk_parsed_action *out, pk_error *err) {
     int unterminated = 0;
     pk_remove_think(answer, &unterminated);
     pk_fence_scan sc;
     pk_scan_fences(answer, &sc);
-    if (sc.n_code_blocks == 0 || sc.unclosed_code) {
-        pk_format_error(out, &sc, unterminated);
-        return PK_OK;
+    int rc = pk_extract_code(s, &sc, unterminated, out, err);
+    if (rc != PK_OK) {
+        return rc;
     }
-    out->code = pk_strndup_trim(sc.code, sc.code_len);
-    if (!out->code) {
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    }
-    if (out->code[0] == '\0') {
-        out->format_ok = 0;
-        snprintf(out->format_error, sizeof(out->format_error), "the final code block is empty");
-        return PK_OK;
-    }
-    if (s->entry && !pk_has_word(out->code, s->entry)) {
-        out->format_ok = 0;
-        snprintf(out->format_error, sizeof(out->format_error),
-                 "the final code block does not define the entry point `%.64s` that the task "
-                 "asks for",
-                 s->entry);
-        return PK_OK;
-    }
-    out->format_ok = 1;
-    out->summary = pk_choose_summary(s, summary_field, sc.after, out->code);
+    /* Format errors get a summary too: the history shows every turn. */
+    out->summary = pk_choose_summary(s, summary_field, sc.n_code_blocks ? sc.after : NULL,
+                                     out->code ? out->code : "");
     return out->summary ? PK_OK : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
 }
 

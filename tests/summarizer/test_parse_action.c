@@ -48,6 +48,12 @@ static void test_unterminated_think(void **state) {
     assert_false(a.format_ok);
     assert_null(a.code);
     assert_non_null(strstr(a.format_error, "<think>"));
+    assert_non_null(a.summary); /* the history shows format errors too, without the reasoning */
+    assert_null(strstr(a.summary, "I will write"));
+    pk_parsed_action_free(&a);
+    parse(state, "<think>still thinking", "Ran out of tokens.", &a);
+    assert_false(a.format_ok);
+    assert_string_equal(a.summary, "Ran out of tokens.");
     pk_parsed_action_free(&a);
 }
 
