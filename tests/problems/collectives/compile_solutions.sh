@@ -1,0 +1,61 @@
+#!/bin/sh
+# Compiles the collectives problems' correct and wrong solutions with the harness's nvcc flags
+# (problems/src/compile.c) but host -O0, which changes no diagnostics and saves CI time, and
+# each problem.cu as a module unless the build already made it. No GPU needed.
+# PK_COLL_COMPILE_ALL=1 also compiles the hostile submissions.
+set -u
+: "${PK_SOURCE_DIR:?set by ctest}" "${PK_BUILD_DIR:?set by ctest}"
+NVCC=${PK_NVCC:-/usr/local/cuda/bin/nvcc}
+if [ ! -x "$NVCC" ]; then
+    echo "skipped: nvcc not found at $NVCC"
+    exit 77
+fi
+SUITE="$PK_SOURCE_DIR/problems/collectives"
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+# One line per job: kind<TAB>source. xargs runs two nvcc at a time (CI has 2 cores).
+for dir in "$SUITE"/*/; do
+    id=$(basename "$dir")
+    if [ -z "$(find "$PK_BUILD_DIR" -name "pkprob_collectives_$id.so" -print -quit 2>/dev/null)" ]; then
+        printf 'module\t%s\n' "$dir/problem.cu"
+    fi
+    for f in "$dir"solutions/correct.cu "$dir"solutions/wrong.cu; do
+        printf 'candidate\t%s\n' "$f"
+    done
+    if [ "${PK_COLL_COMPILE_ALL:-0}" = 1 ]; then
+        for f in "$dir"solutions/hostile_*.cu; do
+            [ -e "$f" ] && printf 'candidate\t%s\n' "$f"
+        done
+    fi
+done >"$OUT/jobs"
+
+export NVCC OUT PK_SOURCE_DIR
+# shellcheck disable=SC2016
+tr '\t' '\n' <"$OUT/jobs" | xargs -n 2 -P 2 sh -c '
+    kind=$1 src=$2
+    so="$OUT/$(echo "$src" | tr / _).so"
+    if [ "$kind" = module ]; then
+        inc="-I$PK_SOURCE_DIR/problems/include"
+    else
+        inc="-I$PK_SOURCE_DIR/problems/include/candidate"
+    fi
+    if "$NVCC" -shared -Xcompiler -fPIC -O0 -std=c++17 -gencode arch=compute_90a,code=sm_90a \
+        -cudart shared "$inc" "$src" -o "$so" >"$so.log" 2>&1; then
+        sym=solution
+        [ "$kind" = module ] && sym=pk_problem_module_v1
+        if nm -D --defined-only "$so" | grep -q " T $sym\$"; then
+            echo "ok      $src"
+        else
+            echo "FAILED  $src: does not export $sym" | tee "$so.failed"
+        fi
+    else
+        echo "FAILED  $src" | tee "$so.failed"
+        cat "$so.log"
+    fi
+' sh
+
+total=$(wc -l <"$OUT/jobs")
+failed=$(find "$OUT" -name '*.failed' | wc -l)
+echo "compiled $((total - failed))/$total collectives sources"
+[ "$failed" -eq 0 ]
