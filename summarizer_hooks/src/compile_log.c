@@ -1,6 +1,7 @@
 /* Condensing compiler output (nvcc/EDG, host gcc, ptxas, nvlink) into a short, useful message:
  * the first errors with their source lines; repeats of one message and further errors on an
  * already reported line folded; warnings dropped when there are errors; within a budget. */
+#define _GNU_SOURCE /* memmem */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,16 +66,22 @@ static void pk_diag_location(pk_diag *d, const char *loc, size_t len) {
 /* Recognises "<loc>: <severity>[ #N-D]: <msg>" and "ptxas/nvlink error : <msg>". */
 static int pk_diag_header(const char *line, size_t len, pk_diag *d) {
     if (strncmp(line, "ptxas", 5) == 0 || strncmp(line, "nvlink", 6) == 0) {
+        /* "ptxas error   : msg", "ptxas fatal   : msg", "nvlink warning : msg" */
         const char *colon = memchr(line, ':', len);
-        const char *err = strstr(line, "error");
-        const char *fatal = strstr(line, "fatal");
-        if (!colon || ((!err || err > colon) && (!fatal || fatal > colon))) {
+        if (!colon) {
             return 0;
         }
-        d->sev = PK_SEV_ERROR;
-        snprintf(d->key, sizeof(d->key), "%.*s", (int)(colon - line), line);
+        size_t head = (size_t)(colon - line);
+        if (memmem(line, head, "error", 5) || memmem(line, head, "fatal", 5)) {
+            d->sev = PK_SEV_ERROR;
+        } else if (memmem(line, head, "warning", 7)) {
+            d->sev = PK_SEV_WARNING;
+        } else {
+            return 0;
+        }
+        snprintf(d->key, sizeof(d->key), "%.*s", (int)head, line);
         d->msg = colon + 1;
-        d->msg_len = len - (size_t)(colon + 1 - line);
+        d->msg_len = len - head - 1;
         return 1;
     }
     for (size_t i = 1; i + 2 < len; i++) {
@@ -108,7 +115,9 @@ static int pk_noise_line(const char *line, size_t len) {
                                         "Remark: The warnings can be suppressed",
                                         "compilation terminated.",
                                         "In file included from",
-                                        "                 from "};
+                                        "                 from ",
+                                        "ptxas info",
+                                        "nvlink info"};
     for (size_t i = 0; i < sizeof(noise) / sizeof(noise[0]); i++) {
         size_t n = strlen(noise[i]);
         for (size_t j = 0; j + n <= len; j++) {

@@ -101,10 +101,14 @@ static char *pk_fb_timeout(const pk_summarizer *s, const pk_eval_result *r) {
         pk_strbuf_printf(&ranks, "%s%d", i ? ", " : "", r->hung_ranks[i]);
     }
     if (ranks.len == 0) {
-        pk_strbuf_puts(&ranks, "(none recorded)");
+        pk_strbuf_puts(&ranks, "(not recorded)");
     }
     pk_num world;
-    snprintf(world, sizeof(world), "%d", r->world_size);
+    if (r->world_size > 0) {
+        snprintf(world, sizeof(world), "%d", r->world_size);
+    } else {
+        snprintf(world, sizeof(world), "?"); /* e.g. cancelled before the run started */
+    }
     const char *vars[] = {"ranks",      ranks.data ? ranks.data : "",
                           "world_size", world,
                           "reason",     pk_nonempty(r->reason, "The run hit its time limit."),

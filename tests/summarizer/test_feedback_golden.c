@@ -76,6 +76,13 @@ static void test_outcome_details(void **state) {
     assert_non_null(strstr(fb, "rank(s) 1, 3 of 4"));
     free(fb);
 
+    memset(&r, 0, sizeof(r)); /* a timeout before any rank was known */
+    r.status = PK_STATUS_TIMEOUT;
+    fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_non_null(
+        strstr(fb, "rank(s) (not recorded) of ? did not finish. The run hit its time limit."));
+    free(fb);
+
     sample_fill(&r, SAMPLE_INCORRECT);
     fb = pk_summarizer_feedback(s, &r, NULL);
     assert_non_null(strstr(fb, "Trial 2 of 5"));
