@@ -31,6 +31,9 @@ static void pk_hook_child(char *const argv[], int in_fd, int out_fd, int null_fd
     setrlimit(RLIMIT_CORE, &core);
     struct rlimit cpu = {(rlim_t)cpu_s, (rlim_t)cpu_s + 1};
     setrlimit(RLIMIT_CPU, &cpu);
+    /* The server ignores SIGPIPE; a hook starts with the defaults. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGPIPE, &dfl, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
