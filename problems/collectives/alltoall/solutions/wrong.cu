@@ -24,24 +24,22 @@ __global__ void __launch_bounds__(THREADS) copy_blocks(ncclDevComm comm, Blocks 
                                            blockIdx.x);
     bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
 
+    // Blocks are interleaved per vector so local and NVLink traffic overlap.
     const size_t stride = (size_t)gridDim.x * THREADS;
-    for (int s = 0; s < b.count; s++) {
-        const uint4 *src = b.src[s];
-        uint4 *dst = b.dst[s];
-        for (size_t i0 = (size_t)blockIdx.x * THREADS + threadIdx.x; i0 < vecs;
-             i0 += stride * UNROLL) {
+    for (size_t i0 = (size_t)blockIdx.x * THREADS + threadIdx.x; i0 < vecs; i0 += stride * UNROLL) {
+        for (int s = 0; s < b.count; s++) {
             uint4 v[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
                 const size_t i = i0 + u * stride;
                 if (i < vecs)
-                    v[u] = src[i];
+                    v[u] = b.src[s][i];
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
                 const size_t i = i0 + u * stride;
                 if (i < vecs)
-                    dst[i] = v[u];
+                    b.dst[s][i] = v[u];
             }
         }
     }
