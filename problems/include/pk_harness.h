@@ -115,6 +115,7 @@ typedef struct pk_eval_opts {
     double baseline_us;         /* > 0: use this cached baseline instead of timing the reference */
     const char *launcher;       /* "fork", "mpi", or NULL for the problem's default */
     int keep_workdir;
+    int world_size; /* 0: the problem's default; else one of its world_sizes */
 } pk_eval_opts;
 
 void pk_eval_opts_default(pk_eval_opts *o);

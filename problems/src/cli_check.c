@@ -1,12 +1,145 @@
-/* Placeholder until issue #3 lands: says so and fails, as the CLI contract requires. */
-#include "pk_problems.h"
+/* `pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N] ...`: evaluates one
+ * submission locally and prints the feedback and the result. */
+#include "pk_cli_load.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
+            "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
+            "                   [--skip-timing] [--reference] [--keep]\n\n"
+            "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
+            "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
+            "the reference) and prints the verdict. --json prints the result as JSON.\n"
+            "--reference times the reference against itself (FILE is not needed).\n"
+            "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
+            "failed, 2 on bad usage.\n");
+}
+
+static int parse_gpus(const char *s, pk_eval_opts *o) {
+    o->n_gpus = 0;
+    while (*s && o->n_gpus < PK_EVAL_MAX_RANKS) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0)
+            return -1;
+        o->gpus[o->n_gpus++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return 0;
+}
+
+static void print_feedback(const pk_eval_result *r) {
+    printf("status: %s\n", pk_status_name(r->status));
+    if (r->reason[0])
+        printf("reason: %s\n", r->reason);
+    if (r->rule[0])
+        printf("rule: %s\n", r->rule);
+    for (int i = 0; i < r->n_checks; i++)
+        if (!r->checks[i].passed)
+            printf("check failed: %s: %s\n", r->checks[i].name, r->checks[i].detail);
+    for (int i = 0; i < r->n_trials; i++)
+        printf("trial %d: %s (max abs err %g, max rel err %g)\n", i,
+               r->trials[i].passed ? "pass" : "FAIL", r->trials[i].max_abs_err,
+               r->trials[i].max_rel_err);
+    if (r->has_timing)
+        printf("time: candidate %.2f us (cv %.3f), reference %.2f us (cv %.3f), speedup %.3f\n",
+               r->candidate.median_us, r->candidate.cv, r->reference.median_us, r->reference.cv,
+               r->speedup);
+    if (r->roofline_us > 0)
+        printf("roofline floor: %.2f us\n", r->roofline_us);
+    const pk_stage_times *s = &r->stages;
+    printf("stages (ms): prepare %.1f, compile %.1f, symbols %.1f, run %.1f (setup %.1f, check "
+           "%.1f, timing %.1f), total %.1f\n",
+           s->prepare_ms, s->compile_ms, s->symbols_ms, s->run_ms, s->run_setup_ms, s->run_check_ms,
+           s->run_timing_ms, s->total_ms);
+    if (r->status == PK_STATUS_COMPILE_ERROR && r->compile_log)
+        printf("--- compile log ---\n%s\n", r->compile_log);
+    if (r->stdout_tail && *r->stdout_tail)
+        printf("--- stdout (tail; feedback only) ---\n%s\n", r->stdout_tail);
+    if (r->stderr_tail && *r->stderr_tail)
+        printf("--- stderr (tail) ---\n%s\n", r->stderr_tail);
+}
+
 int pk_cmd_check(int argc, char **argv) {
-    int help = argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    fprintf(help ? stdout : stderr,
-            "pkgym check: not built yet (issue #3). This subcommand does nothing in this build.\n");
-    return 2;
+    const char *id = NULL, *file = NULL;
+    int json = 0;
+    pk_eval_opts o;
+    pk_eval_opts_default(&o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--skip-timing")) {
+            o.skip_timing = 1;
+        } else if (!strcmp(a, "--reference")) {
+            o.reference_as_candidate = 1;
+        } else if (!strcmp(a, "--keep")) {
+            o.keep_workdir = 1;
+        } else if (!strcmp(a, "--problem") && v) {
+            id = argv[++i];
+        } else if (!strcmp(a, "--trials") && v) {
+            o.trials = atoi(argv[++i]);
+        } else if (!strcmp(a, "--world-size") && v) {
+            o.world_size = atoi(argv[++i]);
+        } else if (!strcmp(a, "--seed") && v) {
+            o.seed = strtoull(argv[++i], NULL, 0);
+        } else if (!strcmp(a, "--launcher") && v) {
+            o.launcher = argv[++i];
+        } else if (!strcmp(a, "--gpus") && v) {
+            if (parse_gpus(argv[++i], &o)) {
+                usage(stderr);
+                return 2;
+            }
+        } else if (a[0] != '-' && !file) {
+            file = a;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!id || (!file && !o.reference_as_candidate)) {
+        usage(stderr);
+        return 2;
+    }
+    pk_problem_set *set;
+    if (pk_cli_load_problems(&set))
+        return 1;
+    const pk_problem *p = pk_problem_set_find(set, id);
+    if (!p) {
+        fprintf(stderr, "pkgym check: no problem %s (see 'pkgym problems')\n", id);
+        pk_problem_set_free(set);
+        return 1;
+    }
+    char *source = NULL;
+    pk_error err;
+    if (file && pk_read_file(file, &source, NULL, &err)) {
+        fprintf(stderr, "pkgym check: %s\n", err.message);
+        pk_problem_set_free(set);
+        return 1;
+    }
+    pk_eval_result res;
+    pk_eval_result_init(&res);
+    int rc = pk_harness_evaluate(p, source, &o, &res, &err);
+    if (rc) {
+        fprintf(stderr, "pkgym check: harness failure: %s\n", err.message);
+    } else if (json) {
+        char *text = pk_eval_result_to_json(&res);
+        printf("%s\n", text ? text : "{}");
+        free(text);
+    } else {
+        print_feedback(&res);
+    }
+    pk_eval_result_free(&res);
+    free(source);
+    pk_problem_set_free(set);
+    return rc ? 1 : 0;
 }

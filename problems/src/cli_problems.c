@@ -1,13 +1,80 @@
-/* Placeholder until issue #3 lands: says so and fails, as the CLI contract requires. */
-#include "pk_problems.h"
+/* `pkgym problems [list|show ID] [--tag T] [--json]`. */
+#include "pk_cli_load.h"
 
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+static void usage(FILE *f) {
+    fprintf(f, "usage: pkgym problems [list] [--tag T] [--json]\n"
+               "       pkgym problems show ID [--json]\n\n"
+               "Lists the problem suite, or shows one problem (its prompt, or its meta.json).\n");
+}
+
+static void list(const pk_problem_set *set, const char *tag, int json) {
+    json_t *arr = json ? json_array() : NULL;
+    for (size_t i = 0; i < pk_problem_set_count(set); i++) {
+        const pk_problem *p = pk_problem_set_at(set, i);
+        if (tag && !pk_problem_has_tag(p, tag))
+            continue;
+        if (json) {
+            json_t *tags = json_array();
+            for (size_t t = 0; t < pk_problem_tag_count(p); t++)
+                json_array_append_new(tags, json_string(pk_problem_tag(p, t)));
+            json_array_append_new(
+                arr, json_pack("{s:s,s:s,s:s,s:i,s:s,s:o}", "id", pk_problem_id(p), "title",
+                               pk_problem_title(p), "category", pk_problem_category(p),
+                               "world_size", pk_problem_world_size(p), "device",
+                               pk_problem_needs_gpu(p) ? "gpu" : "host", "tags", tags));
+        } else {
+            printf("%-28s %-5s w=%d  %-22s %s\n", pk_problem_id(p),
+                   pk_problem_needs_gpu(p) ? "gpu" : "host", pk_problem_world_size(p),
+                   pk_problem_category(p), pk_problem_title(p));
+        }
+    }
+    if (json) {
+        char *s = json_dumps(arr, JSON_INDENT(2));
+        printf("%s\n", s ? s : "[]");
+        free(s);
+        json_decref(arr);
+    }
+}
+
 int pk_cmd_problems(int argc, char **argv) {
-    int help = argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    fprintf(
-        help ? stdout : stderr,
-        "pkgym problems: not built yet (issue #3). This subcommand does nothing in this build.\n");
-    return 2;
+    const char *tag = NULL, *show = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--tag") && i + 1 < argc) {
+            tag = argv[++i];
+        } else if (!strcmp(argv[i], "list")) {
+        } else if (!strcmp(argv[i], "show") && i + 1 < argc) {
+            show = argv[++i];
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    pk_problem_set *set;
+    if (pk_cli_load_problems(&set))
+        return 1;
+    int rc = 0;
+    if (show) {
+        const pk_problem *p = pk_problem_set_find(set, show);
+        if (!p) {
+            fprintf(stderr, "pkgym problems: no problem %s\n", show);
+            rc = 1;
+        } else {
+            printf("%s", json ? pk_problem_meta_json(p) : pk_problem_prompt(p));
+        }
+    } else {
+        list(set, tag, json);
+    }
+    pk_problem_set_free(set);
+    return rc;
 }

@@ -40,14 +40,23 @@ typedef struct pk_ctx {
     void *scratch; /* candidate scratch inside the arena, same offset on all ranks */
     size_t scratch_size;
     int lsa_barrier_count; /* LSA barriers reserved in dev_comm (use one per CTA) */
+    /* Device communicator for NCCL's device API (LSA). C sees the same 512 aligned bytes, so
+     * the layout (and mpi_comm's offset) is identical in C and C++. */
 #if defined(__cplusplus)
-    ncclDevComm dev_comm; /* device communicator for NCCL's device API (LSA) */
+    union alignas(16) {
+        ncclDevComm dev_comm;
+        unsigned char dev_comm_opaque[512];
+    };
 #else
-    unsigned char dev_comm_opaque[512];
+    _Alignas(16) unsigned char dev_comm_opaque[512];
 #endif
 
     void *mpi_comm; /* host problems: an MPI_Comm over all ranks; NULL on device problems */
 } pk_ctx;
+
+#if defined(__cplusplus)
+static_assert(sizeof(ncclDevComm) <= 512, "pk_ctx reserves 512 bytes for ncclDevComm");
+#endif
 
 /* Address of `local` (a pointer into this rank's arena) as seen in `peer`'s arena. */
 static inline void *pk_peer(const pk_ctx *ctx, const void *local, int peer) {

@@ -1,0 +1,402 @@
+// GPU backend: one rank per GPU, NCCL communicator, symmetric arena (ncclMemAlloc registered as
+// one NCCL window, with an ncclDevComm for the device API), kernels for generation, poisoning
+// and comparison, and per-iteration CUDA events on ctx->stream.
+#include "pk_runner.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <nccl.h>
+#include <nccl_device.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define LSA_BARRIERS 132
+
+struct gpu_state {
+    cudaStream_t harness; // the harness's own copies and checks, never ctx->stream
+    ncclComm_t comm;
+    ncclDevComm dev_comm;
+    int have_dev_comm;
+    ncclWindow_t window;
+    void *arena;
+    double *cmp; // device scratch for comparisons
+    cudaEvent_t ev[2 * RN_MAX_TIMED_ITERS];
+    int n_events;
+};
+
+static gpu_state g_state;
+
+static int cuda_fail(rn_backend *b, cudaError_t e, const char *what) {
+    snprintf(b->error, sizeof b->error, "%s: %s", what, cudaGetErrorString(e));
+    return -1;
+}
+
+static int nccl_fail(rn_backend *b, ncclResult_t r, const char *what) {
+    snprintf(b->error, sizeof b->error, "%s: %s", what, ncclGetErrorString(r));
+    return -1;
+}
+
+#define CU(b, call)                                                                                \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            return cuda_fail(b, e_, #call);                                                        \
+    } while (0)
+
+__device__ uint64_t dev_mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+__device__ double dev_load(const void *p, int t, size_t i) {
+    switch (t) {
+    case PK_DTYPE_BF16:
+        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    case PK_DTYPE_F16:
+        return __half2float(((const __half *)p)[i]);
+    case PK_DTYPE_F32:
+        return ((const float *)p)[i];
+    case PK_DTYPE_F64:
+        return ((const double *)p)[i];
+    case PK_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    default:
+        return (double)((const int64_t *)p)[i];
+    }
+}
+
+__device__ void dev_store(void *p, int t, size_t i, double v) {
+    switch (t) {
+    case PK_DTYPE_BF16:
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16((float)v);
+        break;
+    case PK_DTYPE_F16:
+        ((__half *)p)[i] = __float2half((float)v);
+        break;
+    case PK_DTYPE_F32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case PK_DTYPE_F64:
+        ((double *)p)[i] = v;
+        break;
+    case PK_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        break;
+    default:
+        ((int64_t *)p)[i] = (int64_t)v;
+    }
+}
+
+// Same formula as the host generator: k/16 with k in [-16, 16].
+__global__ void generate_kernel(void *p, int t, size_t n, uint64_t key) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        int k = (int)(dev_mix(key + i) % 33) - 16;
+        dev_store(p, t, i, t == PK_DTYPE_I32 || t == PK_DTYPE_I64 ? (double)k : k / 16.0);
+    }
+}
+
+__global__ void poison_kernel(void *p, int t, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        if (t == PK_DTYPE_I32)
+            ((int32_t *)p)[i] = 0x7f7f7f7f;
+        else if (t == PK_DTYPE_I64)
+            ((int64_t *)p)[i] = 0x7f7f7f7f7f7f7f7fLL;
+        else
+            dev_store(p, t, i, nan(""));
+    }
+}
+
+// out[0] max abs (as ordered bits), out[1] max rel, out[2] first bad index (atomicMin).
+__global__ void compare_kernel(const void *got, const void *want, int t, size_t n, double atol,
+                               double rtol, unsigned long long *out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        double g = dev_load(got, t, i), w = dev_load(want, t, i);
+        double abs_err = fabs(g - w), rel_err = w != 0 ? abs_err / fabs(w) : abs_err;
+        bool nan_seen = isnan(g) || isnan(w);
+        bool ok = !nan_seen && abs_err <= atol + rtol * fabs(w);
+        if (nan_seen)
+            abs_err = rel_err = INFINITY;
+        // Non-negative doubles order like their bit patterns.
+        if (abs_err > 0)
+            atomicMax(&out[0], (unsigned long long)__double_as_longlong(abs_err));
+        if (rel_err > 0)
+            atomicMax(&out[1], (unsigned long long)__double_as_longlong(rel_err));
+        if (!ok)
+            atomicMin(&out[2], (unsigned long long)i);
+    }
+}
+
+__global__ void equal_kernel(const unsigned char *x, const unsigned char *y, size_t n, int *diff) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (x[i] != y[i])
+            *diff = 1;
+}
+
+__global__ void peer_pointers_kernel(ncclWindow_t w, int world, void **out) {
+    for (int p = 0; p < world; p++)
+        out[p] = ncclGetLsaPointer(w, 0, p);
+}
+
+static unsigned grid_for(size_t n) {
+    size_t g = (n + 255) / 256;
+    return (unsigned)(g < 1 ? 1 : g > 4096 ? 4096 : g);
+}
+
+static void *gpu_alloc(rn_backend *b, size_t bytes) {
+    void *p = NULL;
+    return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+}
+
+static void gpu_free(rn_backend *b, void *p) {
+    if (p)
+        cudaFree(p);
+}
+
+static int gpu_generate(rn_backend *b, void *p, pk_dtype t, size_t n, uint64_t key) {
+    generate_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(p, (int)t, n, key);
+    CU(b, cudaGetLastError());
+    return 0;
+}
+
+static int gpu_poison(rn_backend *b, void *p, pk_dtype t, size_t n) {
+    poison_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(p, (int)t, n);
+    CU(b, cudaGetLastError());
+    return 0;
+}
+
+static int gpu_copy(rn_backend *b, void *dst, const void *src, size_t bytes) {
+    CU(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_state.harness));
+    CU(b, cudaStreamSynchronize(g_state.harness));
+    return 0;
+}
+
+static int gpu_equal(rn_backend *b, const void *x, const void *y, size_t bytes, int *eq) {
+    int *flag = (int *)g_state.cmp;
+    CU(b, cudaMemsetAsync(flag, 0, sizeof(int), g_state.harness));
+    equal_kernel<<<grid_for(bytes), 256, 0, g_state.harness>>>(
+        (const unsigned char *)x, (const unsigned char *)y, bytes, flag);
+    int diff = 0;
+    CU(b, cudaMemcpyAsync(&diff, flag, sizeof diff, cudaMemcpyDeviceToHost, g_state.harness));
+    CU(b, cudaStreamSynchronize(g_state.harness));
+    *eq = !diff;
+    return 0;
+}
+
+static int gpu_compare(rn_backend *b, const void *got, const void *want, pk_dtype t, size_t n,
+                       double atol, double rtol, rn_compare *out) {
+    unsigned long long init[3] = {0, 0, ~0ULL}, res[3];
+    unsigned long long *d = (unsigned long long *)g_state.cmp;
+    CU(b, cudaMemcpyAsync(d, init, sizeof init, cudaMemcpyHostToDevice, g_state.harness));
+    compare_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(got, want, (int)t, n, atol, rtol, d);
+    CU(b, cudaMemcpyAsync(res, d, sizeof res, cudaMemcpyDeviceToHost, g_state.harness));
+    CU(b, cudaStreamSynchronize(g_state.harness));
+    memset(out, 0, sizeof *out);
+    memcpy(&out->max_abs, &res[0], sizeof(double));
+    memcpy(&out->max_rel, &res[1], sizeof(double));
+    out->bad_index = res[2] == ~0ULL ? -1 : (long long)res[2];
+    if (out->bad_index >= 0) {
+        size_t es = pk_dtype_size(t), i = (size_t)out->bad_index;
+        unsigned char gv[8] = {0}, wv[8] = {0};
+        CU(b, cudaMemcpy(gv, (const char *)got + i * es, es, cudaMemcpyDeviceToHost));
+        CU(b, cudaMemcpy(wv, (const char *)want + i * es, es, cudaMemcpyDeviceToHost));
+        float f;
+        switch (t) {
+        case PK_DTYPE_BF16:
+            out->got = __bfloat162float(*(__nv_bfloat16 *)gv);
+            out->expected = __bfloat162float(*(__nv_bfloat16 *)wv);
+            break;
+        case PK_DTYPE_F16:
+            out->got = __half2float(*(__half *)gv);
+            out->expected = __half2float(*(__half *)wv);
+            break;
+        case PK_DTYPE_F32:
+            memcpy(&f, gv, 4);
+            out->got = f;
+            memcpy(&f, wv, 4);
+            out->expected = f;
+            break;
+        case PK_DTYPE_F64:
+            memcpy(&out->got, gv, 8);
+            memcpy(&out->expected, wv, 8);
+            break;
+        case PK_DTYPE_I32:
+            out->got = *(int32_t *)gv;
+            out->expected = *(int32_t *)wv;
+            break;
+        default:
+            out->got = (double)*(int64_t *)gv;
+            out->expected = (double)*(int64_t *)wv;
+        }
+    }
+    return 0;
+}
+
+static int gpu_sync(rn_backend *b) {
+    CU(b, cudaDeviceSynchronize());
+    CU(b, cudaGetLastError());
+    return 0;
+}
+
+static int gpu_sync_stream(rn_backend *b, pk_ctx *ctx) {
+    CU(b, cudaStreamSynchronize(ctx->stream));
+    CU(b, cudaGetLastError());
+    return 0;
+}
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static cudaStream_t timed_stream;
+
+static int gpu_time_calls(rn_backend *b, int (*fn)(void *, int), void *arg, int iters, double *us,
+                          double *host_total_us) {
+    if (iters > RN_MAX_TIMED_ITERS)
+        iters = RN_MAX_TIMED_ITERS;
+    CU(b, cudaDeviceSynchronize());
+    double start = now_us();
+    for (int i = 0; i < iters; i++) {
+        CU(b, cudaEventRecord(g_state.ev[2 * i], timed_stream));
+        int rc = fn(arg, i);
+        if (rc) {
+            snprintf(b->error, sizeof b->error, "call returned %d during timing", rc);
+            return -1;
+        }
+        CU(b, cudaEventRecord(g_state.ev[2 * i + 1], timed_stream));
+    }
+    CU(b, cudaDeviceSynchronize()); // also waits for work the candidate left on other streams
+    *host_total_us = now_us() - start;
+    for (int i = 0; i < iters; i++) {
+        float ms = 0;
+        CU(b, cudaEventElapsedTime(&ms, g_state.ev[2 * i], g_state.ev[2 * i + 1]));
+        us[i] = ms * 1e3;
+    }
+    return 0;
+}
+
+static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
+    ncclResult_t r = ncclMemAlloc(&g_state.arena, bytes);
+    if (r != ncclSuccess)
+        return nccl_fail(b, r, "ncclMemAlloc");
+    CU(b, cudaMemset(g_state.arena, 0, bytes));
+    r = ncclCommWindowRegister(g_state.comm, g_state.arena, bytes, &g_state.window,
+                               NCCL_WIN_COLL_SYMMETRIC);
+    if (r != ncclSuccess)
+        return nccl_fail(b, r, "ncclCommWindowRegister");
+    ncclDevCommRequirements reqs;
+    memset(&reqs, 0, sizeof reqs);
+    reqs.lsaBarrierCount = LSA_BARRIERS;
+    r = ncclDevCommCreate(g_state.comm, &reqs, &g_state.dev_comm);
+    if (r != ncclSuccess)
+        return nccl_fail(b, r, "ncclDevCommCreate");
+    g_state.have_dev_comm = 1;
+    // NCCL has no host-side getter for peer addresses: ask the device.
+    void **d_peers = (void **)g_state.cmp + 8;
+    peer_pointers_kernel<<<1, 1, 0, g_state.harness>>>(g_state.window, ctx->world_size, d_peers);
+    CU(b, cudaGetLastError());
+    CU(b, cudaMemcpyAsync(ctx->peer_base, d_peers, sizeof(void *) * (size_t)ctx->world_size,
+                          cudaMemcpyDeviceToHost, g_state.harness));
+    CU(b, cudaStreamSynchronize(g_state.harness));
+    ctx->sym_base = g_state.arena;
+    ctx->sym_size = bytes;
+    ctx->window = g_state.window;
+    ctx->dev_comm = g_state.dev_comm;
+    ctx->lsa_barrier_count = LSA_BARRIERS;
+    if (ctx->peer_base[ctx->rank] != ctx->sym_base) {
+        snprintf(b->error, sizeof b->error, "LSA pointer of this rank differs from the arena");
+        return -1;
+    }
+    return 0;
+}
+
+static void gpu_fini(rn_backend *b, pk_ctx *ctx) {
+    cudaDeviceSynchronize();
+    if (g_state.have_dev_comm)
+        ncclDevCommDestroy(g_state.comm, &g_state.dev_comm);
+    if (g_state.window)
+        ncclCommWindowDeregister(g_state.comm, g_state.window);
+    if (g_state.arena)
+        ncclMemFree(g_state.arena);
+    if (g_state.comm)
+        ncclCommDestroy(g_state.comm);
+    ctx->sym_base = NULL;
+}
+
+static int setup_device(rn_backend *b, pk_ctx *ctx) { // 1 on success
+    if (cudaSetDevice(ctx->device) != cudaSuccess)
+        return cuda_fail(b, cudaGetLastError(), "cudaSetDevice") + 1;
+    cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, ctx->device);
+    if (e == cudaSuccess) {
+        snprintf(b->name, sizeof b->name, "%.63s", prop.name);
+        b->l2_bytes = (size_t)prop.l2CacheSize;
+        e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamCreateWithFlags(&g_state.harness, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&g_state.cmp, 4096);
+    for (int i = 0; i < 2 * RN_MAX_TIMED_ITERS && e == cudaSuccess; i++)
+        e = cudaEventCreate(&g_state.ev[i]);
+    if (e != cudaSuccess)
+        return cuda_fail(b, e, "device setup") + 1;
+    timed_stream = ctx->stream;
+    return 1;
+}
+
+extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
+    memset(b, 0, sizeof *b);
+    b->gpu = 1;
+    b->alloc_private = gpu_alloc;
+    b->free_private = gpu_free;
+    b->generate = gpu_generate;
+    b->poison = gpu_poison;
+    b->copy = gpu_copy;
+    b->equal = gpu_equal;
+    b->compare = gpu_compare;
+    b->sync = gpu_sync;
+    b->sync_stream = gpu_sync_stream;
+    b->time_calls = gpu_time_calls;
+    b->setup_arena = gpu_setup_arena;
+    b->fini = gpu_fini;
+    ctx->device = g->rank; // CUDA_VISIBLE_DEVICES holds exactly the job's GPUs
+    // Device setup has no collectives; all ranks agree on its outcome before NCCL init, so
+    // that one failing rank cannot leave the others waiting in ncclCommInitRank.
+    int ok = setup_device(b, ctx), all_ok[PK_MAX_RANKS];
+    if (g->allgather(g, &ok, all_ok, sizeof ok))
+        return -1;
+    for (int r = 0; r < g->world; r++)
+        if (!all_ok[r]) {
+            if (ok)
+                snprintf(b->error, sizeof b->error, "device setup failed on rank %d", r);
+            return -1;
+        }
+    struct {
+        ncclUniqueId id;
+        int ok;
+    } boot;
+    memset(&boot, 0, sizeof boot);
+    if (g->rank == 0)
+        boot.ok = ncclGetUniqueId(&boot.id) == ncclSuccess;
+    if (rn_group_broadcast(g, &boot, sizeof boot, 0) || !boot.ok) {
+        snprintf(b->error, sizeof b->error, "cannot create or share the NCCL unique id");
+        return -1;
+    }
+    ncclUniqueId id = boot.id;
+    ncclResult_t r = ncclCommInitRank(&g_state.comm, g->world, id, g->rank);
+    if (r != ncclSuccess)
+        return nccl_fail(b, r, "ncclCommInitRank");
+    ctx->comm = g_state.comm;
+    return 0;
+}

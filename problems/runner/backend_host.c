@@ -1,0 +1,208 @@
+/* Host backend (selftest problems): buffers in host memory, loops, wall-clock timing. */
+#include "pk_runner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void *host_alloc(rn_backend *b, size_t bytes) {
+    (void)b;
+    void *p = NULL;
+    return posix_memalign(&p, 4096, bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
+static void host_free(rn_backend *b, void *p) {
+    (void)b;
+    free(p);
+}
+
+static uint16_t f32_to_f16(float f) { /* exact for the generator's values, else truncates */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, man = x & 0x7fffff;
+    if (exp == 0xff)
+        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 31)
+        return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) {
+        if (e < -10)
+            return (uint16_t)sign;
+        man |= 0x800000;
+        return (uint16_t)(sign | (man >> (14 - e)));
+    }
+    return (uint16_t)(sign | (uint32_t)e << 10 | man >> 13);
+}
+
+static double f16_to_double(uint16_t h) {
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static double load(const void *p, pk_dtype t, size_t i) {
+    switch (t) {
+    case PK_DTYPE_BF16: {
+        uint32_t x = (uint32_t)((const uint16_t *)p)[i] << 16;
+        float f;
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    case PK_DTYPE_F16:
+        return f16_to_double(((const uint16_t *)p)[i]);
+    case PK_DTYPE_F32:
+        return ((const float *)p)[i];
+    case PK_DTYPE_F64:
+        return ((const double *)p)[i];
+    case PK_DTYPE_I32:
+        return ((const int32_t *)p)[i];
+    default:
+        return (double)((const int64_t *)p)[i];
+    }
+}
+
+static void store(void *p, pk_dtype t, size_t i, double v) {
+    float f = (float)v;
+    uint32_t x;
+    switch (t) {
+    case PK_DTYPE_BF16:
+        memcpy(&x, &f, 4);
+        ((uint16_t *)p)[i] = (uint16_t)(x >> 16);
+        break;
+    case PK_DTYPE_F16:
+        ((uint16_t *)p)[i] = f32_to_f16(f);
+        break;
+    case PK_DTYPE_F32:
+        ((float *)p)[i] = f;
+        break;
+    case PK_DTYPE_F64:
+        ((double *)p)[i] = v;
+        break;
+    case PK_DTYPE_I32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        break;
+    default:
+        ((int64_t *)p)[i] = (int64_t)v;
+    }
+}
+
+static int host_generate(rn_backend *b, void *p, pk_dtype t, size_t count, uint64_t key) {
+    (void)b;
+    for (size_t i = 0; i < count; i++) {
+        int k = (int)(rn_mix(key + i) % 33) - 16; /* k/16 in [-1, 1]: sums stay exact */
+        store(p, t, i, t == PK_DTYPE_I32 || t == PK_DTYPE_I64 ? k : k / 16.0);
+    }
+    return 0;
+}
+
+static int host_poison(rn_backend *b, void *p, pk_dtype t, size_t count) {
+    (void)b;
+    if (t == PK_DTYPE_I32 || t == PK_DTYPE_I64) {
+        memset(p, 0x7f, count * pk_dtype_size(t));
+        return 0;
+    }
+    for (size_t i = 0; i < count; i++)
+        store(p, t, i, NAN);
+    return 0;
+}
+
+static int host_copy(rn_backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int host_equal(rn_backend *b, const void *x, const void *y, size_t bytes, int *eq) {
+    (void)b;
+    *eq = memcmp(x, y, bytes) == 0;
+    return 0;
+}
+
+static int host_compare(rn_backend *b, const void *got, const void *want, pk_dtype t, size_t count,
+                        double atol, double rtol, rn_compare *out) {
+    (void)b;
+    memset(out, 0, sizeof *out);
+    out->bad_index = -1;
+    for (size_t i = 0; i < count; i++) {
+        double g = load(got, t, i), w = load(want, t, i);
+        double abs_err = fabs(g - w), rel_err = w != 0 ? abs_err / fabs(w) : abs_err;
+        int ok = !isnan(g) && !isnan(w) && abs_err <= atol + rtol * fabs(w);
+        if (isnan(g) || isnan(w))
+            abs_err = rel_err = INFINITY;
+        if (abs_err > out->max_abs)
+            out->max_abs = abs_err;
+        if (rel_err > out->max_rel)
+            out->max_rel = rel_err;
+        if (!ok && out->bad_index < 0) {
+            out->bad_index = (long long)i;
+            out->expected = w;
+            out->got = g;
+        }
+    }
+    return 0;
+}
+
+static int host_sync(rn_backend *b) {
+    (void)b;
+    return 0;
+}
+
+static int host_time_calls(rn_backend *b, int (*fn)(void *arg, int i), void *arg, int iters,
+                           double *us, double *host_total_us) {
+    (void)b;
+    double start = now_us();
+    for (int i = 0; i < iters; i++) {
+        double t0 = now_us();
+        int rc = fn(arg, i);
+        us[i] = now_us() - t0;
+        if (rc)
+            return rc;
+    }
+    *host_total_us = now_us() - start;
+    return 0;
+}
+
+static int host_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
+    ctx->sym_base = host_alloc(b, bytes);
+    if (!ctx->sym_base)
+        return -1;
+    memset(ctx->sym_base, 0, bytes);
+    ctx->sym_size = bytes;
+    for (int i = 0; i < PK_MAX_RANKS; i++)
+        ctx->peer_base[i] = NULL; /* host ranks share nothing; they talk through MPI */
+    ctx->peer_base[ctx->rank] = ctx->sym_base;
+    return 0;
+}
+
+static void host_fini(rn_backend *b, pk_ctx *ctx) {
+    host_free(b, ctx->sym_base);
+    ctx->sym_base = NULL;
+}
+
+int rn_backend_host_init(rn_backend *b, pk_ctx *ctx) {
+    memset(b, 0, sizeof *b);
+    strcpy(b->name, "host");
+    b->alloc_private = host_alloc;
+    b->free_private = host_free;
+    b->generate = host_generate;
+    b->poison = host_poison;
+    b->copy = host_copy;
+    b->equal = host_equal;
+    b->compare = host_compare;
+    b->sync = host_sync;
+    b->time_calls = host_time_calls;
+    b->setup_arena = host_setup_arena;
+    b->fini = host_fini;
+    b->l2_bytes = 0;
+    ctx->device = -1;
+    ctx->stream = NULL;
+    ctx->comm = NULL;
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* Harness-side rank group for launcher "fork": the runner forks the ranks itself; they meet in
+ * a MAP_SHARED region created before fork (process-shared barrier plus one slot per rank). */
+#include "pk_runner.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define SLOT_BYTES (64 * 1024)
+
+typedef struct shm_region {
+    pthread_barrier_t barrier;
+    unsigned char slots[PK_MAX_RANKS][SLOT_BYTES];
+} shm_region;
+
+static int shm_barrier(rn_group *g) {
+    int rc = pthread_barrier_wait(&((shm_region *)g->impl)->barrier);
+    return rc == 0 || rc == PTHREAD_BARRIER_SERIAL_THREAD ? 0 : -1;
+}
+
+static int shm_allgather(rn_group *g, const void *mine, void *all, size_t bytes) {
+    shm_region *r = g->impl;
+    if (bytes > SLOT_BYTES)
+        return -1;
+    memcpy(r->slots[g->rank], mine, bytes);
+    if (shm_barrier(g))
+        return -1;
+    for (int i = 0; i < g->world; i++)
+        memcpy((unsigned char *)all + (size_t)i * bytes, r->slots[i], bytes);
+    return shm_barrier(g); /* nobody overwrites a slot before everyone has read it */
+}
+
+int rn_group_fork_init(rn_group *g, int world, pid_t *children) {
+    shm_region *r =
+        mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return -1;
+    pthread_barrierattr_t attr;
+    pthread_barrierattr_init(&attr);
+    pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    int rc = pthread_barrier_init(&r->barrier, &attr, (unsigned)world);
+    pthread_barrierattr_destroy(&attr);
+    if (rc)
+        return -1;
+    g->world = world;
+    g->barrier = shm_barrier;
+    g->allgather = shm_allgather;
+    g->impl = r;
+    for (int i = 0; i < world; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            return -1;
+        if (pid == 0) {
+            g->rank = i;
+            return 0;
+        }
+        children[i] = pid;
+    }
+    return 1;
+}
+
+int rn_group_broadcast(rn_group *g, void *buf, size_t bytes, int root) {
+    unsigned char all[PK_MAX_RANKS * 256];
+    if (bytes > 256)
+        return -1;
+    if (g->allgather(g, buf, all, bytes))
+        return -1;
+    memcpy(buf, all + (size_t)root * bytes, bytes);
+    return 0;
+}

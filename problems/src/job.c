@@ -1,0 +1,132 @@
+/* Evaluation jobs: prepare (job dir, source), compile (compile.c), run (pk-runner through the
+ * sandbox), and pk_harness_evaluate, which runs them all. */
+#define _GNU_SOURCE
+#include "pk_job.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+static atomic_uint job_counter;
+
+static void compute_key(pk_job *job, const char *source) {
+    pk_sha256 h;
+    uint8_t d[32];
+    pk_sha256_init(&h);
+    pk_sha256_update(&h, source, strlen(source) + 1);
+    pk_sha256_update(&h, job->flags, strlen(job->flags) + 1);
+    pk_sha256_update(&h, PK_CUDA_VERSION, sizeof PK_CUDA_VERSION);
+    pk_sha256_update(&h, PK_HARNESS_VERSION, sizeof PK_HARNESS_VERSION);
+    pk_sha256_final(&h, d);
+    for (int i = 0; i < 32; i++)
+        snprintf(job->compile_key + 2 * i, 3, "%02x", d[i]);
+}
+
+int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *opts, pk_job **out,
+                  pk_eval_result *res, pk_error *err) {
+    double t0 = pk_now_ms();
+    pk_job *job = calloc(1, sizeof *job);
+    if (!job)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    job->p = p;
+    if (opts)
+        job->opts = *opts;
+    pk_harness_paths_get(&job->paths);
+    job->world = job->opts.world_size ? job->opts.world_size : p->world_size;
+    job->trials = job->opts.trials ? job->opts.trials : p->trials;
+    job->seed = job->opts.seed;
+    if (!job->seed && getrandom(&job->seed, sizeof job->seed, 0) != sizeof job->seed)
+        job->seed = pk_now_ns() ^ (uint64_t)getpid() << 32;
+    res->world_size = job->world;
+    snprintf(res->launcher, sizeof res->launcher, "%s",
+             job->opts.launcher ? job->opts.launcher : p->launcher);
+    if (!pk_problem_world_allowed(p, job->world) || job->trials < 1 ||
+        job->trials > PK_EVAL_MAX_TRIALS) {
+        int world = job->world, trials = job->trials;
+        free(job);
+        return pk_error_set(err, PK_ERR_INVALID, "%s: world size %d or trials %d not allowed",
+                            p->id, world, trials);
+    }
+    const char *root = job->opts.work_root;
+    char def_root[512];
+    if (!root) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(def_root, sizeof def_root, "%s/pkgym-jobs", tmp && *tmp ? tmp : "/tmp");
+        root = def_root;
+    }
+    snprintf(job->dir, sizeof job->dir, "%s/job-%d-%u-%08x", root, (int)getpid(),
+             atomic_fetch_add(&job_counter, 1), (unsigned)(job->seed & 0xffffffffu));
+    snprintf(job->src_path, sizeof job->src_path, "%s/candidate.cu", job->dir);
+    snprintf(job->so_path, sizeof job->so_path, "%s/candidate.so", job->dir);
+    snprintf(job->result_path, sizeof job->result_path, "%s/result.msgpack", job->dir);
+    pk_job_compile_flags(job, job->flags, sizeof job->flags);
+    compute_key(job, source ? source : "");
+    int rc = pk_mkdir_p(job->dir, err);
+    if (rc == PK_OK && source)
+        rc = pk_write_file(job->src_path, source, strlen(source), err);
+    if (rc) {
+        free(job);
+        return rc;
+    }
+    /* Cheap format check before paying for nvcc: the entry point must be named. */
+    if (job->opts.reference_as_candidate) {
+        job->compiled = 1; /* calibration: the reference is timed against itself */
+    } else if (!source || !strstr(source, p->entry)) {
+        res->status = PK_STATUS_FORMAT_ERROR;
+        snprintf(res->reason, sizeof res->reason, "the source does not define %s (expected: %s)",
+                 p->entry, p->signature);
+        job->failed = 1;
+    }
+    res->stages.prepare_ms = pk_now_ms() - t0;
+    *out = job;
+    return PK_OK;
+}
+
+const char *pk_job_compile_key(const pk_job *job) {
+    return job->compile_key;
+}
+
+const char *pk_job_object_path(const pk_job *job) {
+    return job->compiled ? job->so_path : NULL;
+}
+
+int pk_job_use_object(pk_job *job, const char *so_path, pk_eval_result *res, pk_error *err) {
+    char *data = NULL;
+    size_t len = 0;
+    int rc = pk_read_file(so_path, &data, &len, err);
+    if (rc == PK_OK)
+        rc = pk_write_file(job->so_path, data, len, err);
+    free(data);
+    if (rc)
+        return rc;
+    pk_eval_result_add_check(res, "compile.flags", 1, "cached object; nvcc %s", job->flags);
+    job->failed = 0; /* the cached object passed compile before; symbols are rechecked */
+    return pk_job_check_symbols(job, res, err);
+}
+
+void pk_job_free(pk_job *job) {
+    if (!job)
+        return;
+    if (!job->opts.keep_workdir)
+        pk_rm_rf(job->dir);
+    free(job);
+}
+
+int pk_harness_evaluate(const pk_problem *p, const char *source, const pk_eval_opts *opts,
+                        pk_eval_result *res, pk_error *err) {
+    double t0 = pk_now_ms();
+    pk_job *job = NULL;
+    int rc = pk_job_create(p, source, opts, &job, res, err);
+    if (rc == PK_OK)
+        rc = pk_job_compile(job, res, err);
+    if (rc == PK_OK) {
+        int n = opts ? opts->n_gpus : 0;
+        rc = pk_job_run(job, opts ? opts->gpus : NULL, n, res, err);
+    }
+    pk_job_free(job);
+    res->stages.total_ms = pk_now_ms() - t0;
+    return rc;
+}

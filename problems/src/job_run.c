@@ -1,0 +1,118 @@
+/* The run stage: every rank of the job in one sandbox, through pk-runner. */
+#define _GNU_SOURCE
+#include "pk_job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void gpu_list(const int *gpus, int n, int world, char *out, size_t cap) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < (n ? n : world) && used + 8 < cap; i++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%d", i ? "," : "", n ? gpus[i] : i);
+}
+
+int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err) {
+    if (job->failed)
+        return PK_OK;
+    if (!job->compiled)
+        return pk_error_set(err, PK_ERR_INVALID, "pk_job_run: nothing compiled");
+    const pk_problem *p = job->p;
+    if (n_gpus && n_gpus != job->world)
+        return pk_error_set(err, PK_ERR_INVALID, "%s: %d GPUs given for world size %d", p->id,
+                            n_gpus, job->world);
+    const char *launcher = job->opts.launcher ? job->opts.launcher : p->launcher;
+    if (strcmp(launcher, "fork") != 0 && strcmp(launcher, "mpi") != 0)
+        return pk_error_set(err, PK_ERR_INVALID, "unknown launcher %s", launcher);
+    if (!p->device_gpu && strcmp(launcher, "mpi") != 0)
+        return pk_error_set(err, PK_ERR_INVALID, "%s: host problems need the mpi launcher", p->id);
+    snprintf(res->launcher, sizeof res->launcher, "%s", launcher);
+
+    char world[8], trials[8], seed[24], visible[64], visible_env[96], module_arg[600];
+    snprintf(world, sizeof world, "%d", job->world);
+    snprintf(trials, sizeof trials, "%d", job->trials);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)job->seed);
+    gpu_list(gpus, n_gpus, job->world, visible, sizeof visible);
+    snprintf(visible_env, sizeof visible_env, "CUDA_VISIBLE_DEVICES=%s", visible);
+    snprintf(module_arg, sizeof module_arg, "%s", p->module_path ? p->module_path : "");
+    char *argv[48];
+    int n = 0;
+    if (!strcmp(launcher, "mpi")) {
+        const char *mpi[] = {PK_MPIRUN, "-np", world, "--oversubscribe", "--bind-to", "none"};
+        for (size_t i = 0; i < sizeof mpi / sizeof *mpi; i++)
+            argv[n++] = (char *)mpi[i];
+    }
+    const char *args[] = {job->paths.runner,
+                          "--problem-dir",
+                          p->dir,
+                          "--suite",
+                          p->suite,
+                          "--name",
+                          p->name,
+                          "--module",
+                          module_arg,
+                          "--seed",
+                          seed,
+                          "--trials",
+                          trials,
+                          "--world",
+                          world,
+                          "--launcher",
+                          launcher,
+                          "--out",
+                          job->result_path,
+                          "--progress-dir",
+                          job->dir};
+    for (size_t i = 0; i < sizeof args / sizeof *args; i++)
+        argv[n++] = (char *)args[i];
+    if (job->opts.reference_as_candidate) {
+        argv[n++] = "--reference-as-candidate";
+    } else {
+        argv[n++] = "--candidate";
+        argv[n++] = job->so_path;
+    }
+    if (job->opts.skip_timing)
+        argv[n++] = "--skip-timing";
+    argv[n] = NULL;
+
+    char home[640], tmpdir[640], path_env[600], ld_env[1200];
+    snprintf(home, sizeof home, "HOME=%s", job->dir);
+    snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", job->dir);
+    snprintf(path_env, sizeof path_env, "PATH=%s", "/usr/local/bin:/usr/bin:/bin");
+    const char *ld = getenv("LD_LIBRARY_PATH");
+    snprintf(ld_env, sizeof ld_env, "LD_LIBRARY_PATH=%s%s%s", PK_CUDA_LIB, ld ? ":" : "",
+             ld ? ld : "");
+    const char *env[] = {home,
+                         tmpdir,
+                         path_env,
+                         ld_env,
+                         visible_env,
+                         "NCCL_NVLS_ENABLE=0",
+                         "NCCL_SOCKET_IFNAME=lo",
+                         "OMPI_ALLOW_RUN_AS_ROOT=1",
+                         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                         "OMPI_MCA_btl=self,vader",
+                         "ASAN_OPTIONS=detect_leaks=0",
+                         NULL};
+    pk_sandbox_opts so = {0};
+    so.wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
+    so.workdir = job->dir;
+    so.env = env;
+    so.output_cap = 16 * 1024;
+    so.gpus = n_gpus ? gpus : NULL;
+    so.n_gpus = p->device_gpu ? job->world : 0;
+    int default_gpus[PK_MAX_RANKS];
+    if (p->device_gpu && !n_gpus) {
+        for (int i = 0; i < job->world; i++)
+            default_gpus[i] = i;
+        so.gpus = default_gpus;
+    }
+    pk_sandbox_result sr;
+    int rc = pk_harness_spawn(&so, argv, &sr, err);
+    res->stages.run_ms = sr.wall_ms;
+    if (rc == PK_OK)
+        rc = pk_job_classify_run(job, &sr, res, err);
+    pk_harness_spawn_free(&sr);
+    return rc;
+}

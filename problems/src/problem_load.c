@@ -1,0 +1,339 @@
+/* Reads problems/<suite>/<id>/meta.json (jansson) and prompt.md into a pk_problem. */
+#include "pk_problem_spec.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct loader {
+    const char *file;
+    pk_error *err;
+} loader;
+
+static int bad(loader *ld, const char *field, const char *what) {
+    return pk_error_set(ld->err, PK_ERR_INVALID, "%s: field \"%s\": %s", ld->file, field, what);
+}
+
+static int get_string(loader *ld, json_t *o, const char *key, int required, char **out,
+                      const char *def) {
+    json_t *v = json_object_get(o, key);
+    if (!v) {
+        if (required)
+            return bad(ld, key, "missing");
+        *out = def ? strdup(def) : NULL;
+        return PK_OK;
+    }
+    if (!json_is_string(v))
+        return bad(ld, key, "must be a string");
+    *out = strdup(json_string_value(v));
+    return *out ? PK_OK : pk_error_set(ld->err, PK_ERR_NOMEM, "out of memory");
+}
+
+static int copy_string(loader *ld, json_t *o, const char *key, char *dst, size_t cap,
+                       int required) {
+    json_t *v = json_object_get(o, key);
+    if (!v) {
+        dst[0] = 0;
+        return required ? bad(ld, key, "missing") : PK_OK;
+    }
+    if (!json_is_string(v))
+        return bad(ld, key, "must be a string");
+    if (strlen(json_string_value(v)) >= cap)
+        return bad(ld, key, "too long");
+    strcpy(dst, json_string_value(v));
+    return PK_OK;
+}
+
+/* An expression field: a JSON integer or a string expression. */
+static int copy_expr(loader *ld, json_t *o, const char *key, char *dst, size_t cap) {
+    json_t *v = json_object_get(o, key);
+    if (json_is_integer(v)) {
+        snprintf(dst, cap, "%lld", (long long)json_integer_value(v));
+        return PK_OK;
+    }
+    return copy_string(ld, o, key, dst, cap, 0);
+}
+
+static int get_int(loader *ld, json_t *o, const char *key, long long def, long long lo,
+                   long long hi, long long *out) {
+    json_t *v = json_object_get(o, key);
+    if (!v) {
+        *out = def;
+        return PK_OK;
+    }
+    if (!json_is_integer(v))
+        return bad(ld, key, "must be an integer");
+    *out = json_integer_value(v);
+    if (*out < lo || *out > hi)
+        return bad(ld, key, "out of range");
+    return PK_OK;
+}
+
+static int get_list(loader *ld, json_t *o, const char *key, pk_string_list *out) {
+    json_t *v = json_object_get(o, key);
+    out->n = 0;
+    if (!v)
+        return PK_OK;
+    if (!json_is_array(v))
+        return bad(ld, key, "must be an array of strings");
+    if (json_array_size(v) > PK_SPEC_MAX_LIST)
+        return bad(ld, key, "too many entries");
+    size_t i;
+    json_t *it;
+    json_array_foreach(v, i, it) {
+        if (!json_is_string(it))
+            return bad(ld, key, "must be an array of strings");
+        out->items[out->n++] = strdup(json_string_value(it));
+    }
+    return PK_OK;
+}
+
+static int load_args(loader *ld, json_t *root, pk_problem *p) {
+    json_t *args = json_object_get(root, "args");
+    if (!json_is_array(args) || json_array_size(args) == 0)
+        return bad(ld, "args", "must be a non-empty array");
+    if (json_array_size(args) > PK_MAX_ARGS)
+        return bad(ld, "args", "too many arguments");
+    size_t i;
+    json_t *a;
+    json_array_foreach(args, i, a) {
+        pk_arg_spec *s = &p->args[p->n_args++];
+        char dtype[16], role[16], check[16];
+        if (!json_is_object(a))
+            return bad(ld, "args", "entries must be objects");
+        if (copy_string(ld, a, "name", s->name, sizeof s->name, 1) ||
+            copy_string(ld, a, "dtype", dtype, sizeof dtype, 1) ||
+            copy_string(ld, a, "role", role, sizeof role, 1) ||
+            copy_expr(ld, a, "count", s->count, sizeof s->count) ||
+            copy_string(ld, a, "check", check, sizeof check, 0))
+            return PK_ERR_INVALID;
+        int t = pk_dtype_from_name(dtype);
+        if (t < 0)
+            return bad(ld, "args.dtype", "unknown dtype (bf16, f16, f32, f64, i32, i64)");
+        s->dtype = (pk_dtype)t;
+        if (strcmp(role, "input") == 0)
+            s->role = PK_ARG_INPUT;
+        else if (strcmp(role, "output") == 0)
+            s->role = PK_ARG_OUTPUT;
+        else if (strcmp(role, "inout") == 0)
+            s->role = PK_ARG_INOUT;
+        else
+            return bad(ld, "args.role", "must be input, output or inout");
+        if (!s->count[0])
+            return bad(ld, "args.count", "missing");
+        if (!check[0] || strcmp(check, "all") == 0)
+            s->check = s->role == PK_ARG_INPUT ? PK_CHECK_NONE : PK_CHECK_ALL;
+        else if (strcmp(check, "root") == 0)
+            s->check = PK_CHECK_ROOT;
+        else if (strcmp(check, "none") == 0)
+            s->check = PK_CHECK_NONE;
+        else
+            return bad(ld, "args.check", "must be all, root or none");
+    }
+    return PK_OK;
+}
+
+static int load_dims(loader *ld, json_t *root, pk_problem *p) {
+    json_t *dims = json_object_get(root, "dims");
+    if (!dims)
+        return PK_OK;
+    if (!json_is_object(dims))
+        return bad(ld, "dims", "must be an object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(dims, key, v) {
+        if (p->n_dims == PK_MAX_DIMS)
+            return bad(ld, "dims", "too many dims");
+        if (strlen(key) >= sizeof p->dim_names[0] || strcmp(key, "world") == 0)
+            return bad(ld, "dims", "bad dim name");
+        strcpy(p->dim_names[p->n_dims], key);
+        if (json_is_integer(v))
+            snprintf(p->dim_exprs[p->n_dims], sizeof p->dim_exprs[0], "%lld",
+                     (long long)json_integer_value(v));
+        else if (json_is_string(v) && strlen(json_string_value(v)) < sizeof p->dim_exprs[0])
+            strcpy(p->dim_exprs[p->n_dims], json_string_value(v));
+        else
+            return bad(ld, "dims", "values must be integers or expressions");
+        p->n_dims++;
+    }
+    return PK_OK;
+}
+
+static int load_roofline(loader *ld, json_t *root, pk_problem *p) {
+    json_t *phases = json_object_get(json_object_get(root, "roofline"), "phases");
+    if (!phases)
+        return PK_OK;
+    if (!json_is_array(phases) || json_array_size(phases) > PK_SPEC_MAX_PHASES)
+        return bad(ld, "roofline.phases", "must be an array (at most 8)");
+    size_t i;
+    json_t *ph;
+    json_array_foreach(phases, i, ph) {
+        pk_phase_spec *s = &p->phases[p->n_phases++];
+        if (copy_string(ld, ph, "name", s->name, sizeof s->name, 0) ||
+            copy_expr(ld, ph, "flops", s->flops, sizeof s->flops) ||
+            copy_expr(ld, ph, "hbm_bytes", s->hbm_bytes, sizeof s->hbm_bytes) ||
+            copy_expr(ld, ph, "nvlink_bytes", s->nvlink_bytes, sizeof s->nvlink_bytes))
+            return PK_ERR_INVALID;
+    }
+    return PK_OK;
+}
+
+static int load_fields(loader *ld, json_t *root, pk_problem *p) {
+    char device[8];
+    long long v;
+    if (get_string(ld, root, "title", 1, &p->title, NULL) ||
+        get_string(ld, root, "category", 1, &p->category, NULL) ||
+        get_string(ld, root, "entry", 0, &p->entry, "solution") ||
+        get_string(ld, root, "signature", 1, &p->signature, NULL) ||
+        copy_string(ld, root, "device", device, sizeof device, 1) ||
+        copy_string(ld, root, "launcher", p->launcher, sizeof p->launcher, 0))
+        return PK_ERR_INVALID;
+    if (strcmp(device, "gpu") != 0 && strcmp(device, "host") != 0)
+        return bad(ld, "device", "must be \"gpu\" or \"host\"");
+    p->device_gpu = strcmp(device, "gpu") == 0;
+    if (!p->launcher[0])
+        strcpy(p->launcher, p->device_gpu ? "fork" : "mpi");
+    if (strcmp(p->launcher, "fork") != 0 && strcmp(p->launcher, "mpi") != 0)
+        return bad(ld, "launcher", "must be \"fork\" or \"mpi\"");
+    if (!p->device_gpu && strcmp(p->launcher, "mpi") != 0)
+        return bad(ld, "launcher", "host problems talk through MPI: use \"mpi\"");
+    if (get_int(ld, root, "world_size", 2, 1, PK_MAX_RANKS, &v))
+        return PK_ERR_INVALID;
+    p->world_size = (int)v;
+    json_t *ws = json_object_get(root, "world_sizes");
+    if (ws) {
+        if (!json_is_array(ws) || json_array_size(ws) > PK_MAX_RANKS)
+            return bad(ld, "world_sizes", "must be an array of integers");
+        size_t i;
+        json_t *it;
+        json_array_foreach(ws, i, it) {
+            if (!json_is_integer(it) || json_integer_value(it) < 1 ||
+                json_integer_value(it) > PK_MAX_RANKS)
+                return bad(ld, "world_sizes", "entries must be integers in 1..8");
+            p->world_sizes[p->n_world_sizes++] = (int)json_integer_value(it);
+        }
+    } else {
+        p->world_sizes[p->n_world_sizes++] = p->world_size;
+    }
+    if (!pk_problem_world_allowed(p, p->world_size))
+        return bad(ld, "world_sizes", "must contain world_size");
+    if (get_int(ld, root, "root", 0, 0, PK_MAX_RANKS - 1, &v))
+        return PK_ERR_INVALID;
+    p->root = (int)v;
+    if (get_int(ld, root, "scratch_bytes", 0, 0, 1LL << 40, &p->scratch_bytes))
+        return PK_ERR_INVALID;
+    if (get_int(ld, root, "trials", 5, 1, 32, &v))
+        return PK_ERR_INVALID;
+    p->trials = (int)v;
+    json_t *tol = json_object_get(root, "tolerance");
+    p->atol = p->rtol = -1;
+    if (tol) {
+        json_t *a = json_object_get(tol, "atol"), *r = json_object_get(tol, "rtol");
+        if (!json_is_number(a) || !json_is_number(r))
+            return bad(ld, "tolerance", "needs numbers atol and rtol");
+        p->atol = json_number_value(a);
+        p->rtol = json_number_value(r);
+    }
+    json_t *timing = json_object_get(root, "timing");
+    loader tl = {ld->file, ld->err};
+    long long wi, wm, it;
+    if (get_int(&tl, timing, "warmup_iters", 50, 0, 100000, &wi) ||
+        get_int(&tl, timing, "warmup_ms", 300, 0, 60000, &wm) ||
+        get_int(&tl, timing, "iters", 100, 1, 100000, &it))
+        return PK_ERR_INVALID;
+    p->warmup_iters = (int)wi;
+    p->warmup_ms = (int)wm;
+    p->iters = (int)it;
+    json_t *l2 = json_object_get(timing, "l2_multiple");
+    p->l2_multiple = json_is_number(l2) ? json_number_value(l2) : 3.0;
+    if (get_list(ld, root, "allowed_calls", &p->allowed_calls) ||
+        get_list(ld, root, "forbidden_calls", &p->forbidden_calls) ||
+        get_list(ld, root, "tags", &p->tags))
+        return PK_ERR_INVALID;
+    return load_dims(ld, root, p) || load_args(ld, root, p) || load_roofline(ld, root, p);
+}
+
+static char *join3(const char *a, const char *b, const char *c) {
+    size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s%s%s", a, b, c);
+    return s;
+}
+
+int pk_problem_load_dir(const char *dir, const char *suite, const char *name,
+                        const char *module_dir, pk_problem **out, pk_error *err) {
+    pk_problem *p = calloc(1, sizeof *p);
+    if (!p)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    char *meta_path = pk_path_join(dir, "meta.json");
+    char *prompt_path = pk_path_join(dir, "prompt.md");
+    int rc = pk_read_file(meta_path, &p->meta_json, NULL, err);
+    if (rc == PK_OK)
+        rc = pk_read_file(prompt_path, &p->prompt, NULL, err);
+    json_t *root = NULL;
+    if (rc == PK_OK) {
+        json_error_t je;
+        root = json_loads(p->meta_json, 0, &je);
+        if (!root || !json_is_object(root))
+            rc = pk_error_set(err, PK_ERR_INVALID, "%s:%d: %s", meta_path, je.line,
+                              root ? "not a JSON object" : je.text);
+    }
+    loader ld = {meta_path, err};
+    if (rc == PK_OK) {
+        char *id = NULL;
+        p->suite = strdup(suite);
+        p->name = strdup(name);
+        p->id = join3(suite, "/", name);
+        p->dir = strdup(dir);
+        rc = get_string(&ld, root, "id", 1, &id, NULL);
+        if (rc == PK_OK && strcmp(id, name) != 0 && strcmp(id, p->id) != 0)
+            rc = bad(&ld, "id", "must equal the directory name");
+        free(id);
+    }
+    if (rc == PK_OK)
+        rc = load_fields(&ld, root, p);
+    if (rc == PK_OK && module_dir) {
+        char *file = malloc(strlen(suite) + strlen(name) + 16);
+        if (file) {
+            sprintf(file, "pkprob_%s_%s.so", suite, name);
+            p->module_path = pk_path_join(module_dir, file);
+            free(file);
+        }
+    }
+    json_decref(root);
+    free(meta_path);
+    free(prompt_path);
+    if (rc != PK_OK) {
+        pk_problem_free(p);
+        return rc;
+    }
+    *out = p;
+    return PK_OK;
+}
+
+static void free_list(pk_string_list *l) {
+    for (int i = 0; i < l->n; i++)
+        free(l->items[i]);
+    l->n = 0;
+}
+
+void pk_problem_free(pk_problem *p) {
+    if (!p)
+        return;
+    char **strs[] = {&p->id,    &p->suite,     &p->name,   &p->title,     &p->category,   &p->dir,
+                     &p->entry, &p->signature, &p->prompt, &p->meta_json, &p->module_path};
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+        free(*strs[i]);
+    free_list(&p->allowed_calls);
+    free_list(&p->forbidden_calls);
+    free_list(&p->tags);
+    free(p);
+}
+
+int pk_problem_world_allowed(const pk_problem *p, int world) {
+    for (int i = 0; i < p->n_world_sizes; i++)
+        if (p->world_sizes[i] == world)
+            return 1;
+    return 0;
+}

@@ -1,0 +1,165 @@
+/* Turns the run stage's outcome into the verdict. The candidate's output is only copied as
+ * feedback; the verdict comes from the runner's result file and the harness's own markers. */
+#define _GNU_SOURCE
+#include "pk_job.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int read_marker(const pk_job *job, int rank, const char *ext, char *buf, size_t cap) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/rank%d.%s", job->dir, rank, ext);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return 0;
+}
+
+/* Ranks still inside the candidate; if none is, every rank that had not finished. */
+static void find_hung(const pk_job *job, pk_eval_result *res) {
+    int in_candidate[PK_MAX_RANKS] = {0}, unfinished[PK_MAX_RANKS] = {0}, n_cand = 0;
+    for (int r = 0; r < job->world; r++) {
+        char buf[64] = "";
+        int have = read_marker(job, r, "progress", buf, sizeof buf) == 0;
+        in_candidate[r] = have && strncmp(buf, "candidate", 9) == 0;
+        unfinished[r] = !have || strncmp(buf, "done", 4) != 0;
+        n_cand += in_candidate[r];
+    }
+    res->n_hung = 0;
+    for (int r = 0; r < job->world; r++)
+        if (n_cand ? in_candidate[r] : unfinished[r])
+            res->hung_ranks[res->n_hung++] = r;
+}
+
+static char *tail(const char *s, size_t len, size_t keep) {
+    if (!s)
+        return NULL;
+    return strndup(len > keep ? s + len - keep : s, keep);
+}
+
+static void classify_trials(pk_eval_result *res) {
+    for (int i = 0; i < res->n_trials; i++) {
+        const pk_trial_verdict *v = &res->trials[i];
+        if (v->passed)
+            continue;
+        res->status = PK_STATUS_INCORRECT;
+        if (v->inputs_modified) {
+            snprintf(res->reason, sizeof res->reason, "trial %d: the solution modified its inputs",
+                     i);
+        } else if (v->n_mismatch) {
+            const pk_rank_mismatch *m = &v->mismatch[0];
+            snprintf(res->reason, sizeof res->reason,
+                     "trial %d: %d rank(s) wrong; rank %d %s[%lld]: expected %g, got %g "
+                     "(max abs err %g)",
+                     i, v->n_mismatch, m->rank, m->arg, m->index, m->expected, m->got,
+                     v->max_abs_err);
+        }
+        return;
+    }
+    res->status = PK_STATUS_CORRECT;
+}
+
+static void check_timing(const pk_job *job, const pk_run_report *rep, pk_eval_result *res) {
+    res->has_timing = 1;
+    double base = job->opts.baseline_us > 0 ? job->opts.baseline_us : res->reference.median_us;
+    res->speedup = res->candidate.median_us > 0 ? base / res->candidate.median_us : 0;
+    pk_eval_result_add_check(res, "timing.stream_synchronized", !rep->unsynchronized, "%s",
+                             rep->unsynchronized ? rep->unsync_detail : "ok");
+    if (rep->unsynchronized) {
+        res->status = PK_STATUS_REJECTED;
+        snprintf(res->rule, sizeof res->rule, "unsynchronized_stream");
+        snprintf(res->reason, sizeof res->reason, "work ran outside ctx->stream during timing (%s)",
+                 rep->unsync_detail);
+        return;
+    }
+    if (!job->p->device_gpu || !job->p->n_phases)
+        return;
+    pk_hw_peaks hw;
+    pk_problem_sizes sz;
+    pk_error e;
+    if (pk_hw_peaks_find(job->paths.hardware_json, res->gpu_name, &hw, &e) ||
+        pk_problem_sizes_at(job->p, job->world, &sz, &e)) {
+        pk_eval_result_add_check(res, "roofline_floor", 1, "not checked: %s", e.message);
+        return;
+    }
+    res->roofline_us = pk_roofline_us(job->p, &sz, &hw);
+    int ok = res->candidate.median_us >= res->roofline_us;
+    pk_eval_result_add_check(res, "roofline_floor", ok, "median %.2f us vs floor %.2f us (%s)",
+                             res->candidate.median_us, res->roofline_us, hw.name);
+    if (!ok) {
+        res->status = PK_STATUS_REJECTED;
+        snprintf(res->rule, sizeof res->rule, "roofline_floor");
+        snprintf(res->reason, sizeof res->reason,
+                 "%.2f us is below the physical lower bound %.2f us: impossible",
+                 res->candidate.median_us, res->roofline_us);
+    }
+}
+
+int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result *res,
+                        pk_error *err) {
+    free(res->stdout_tail);
+    free(res->stderr_tail);
+    res->stdout_tail = tail(sr->out, sr->out_len, 4096);
+    res->stderr_tail = tail(sr->err, sr->err_len, 4096);
+    res->exit_code = sr->exit_code;
+    res->signal = sr->signal;
+    if (sr->status == PK_SB_SETUP_ERROR)
+        return pk_error_set(err, PK_ERR_SYSTEM, "run sandbox: %s", sr->detail);
+    if (sr->status == PK_SB_TIMEOUT) {
+        find_hung(job, res);
+        res->status = PK_STATUS_TIMEOUT;
+        pk_strbuf sb = {0};
+        for (int i = 0; i < res->n_hung; i++)
+            pk_strbuf_printf(&sb, "%s%d", i ? "," : "", res->hung_ranks[i]);
+        snprintf(res->reason, sizeof res->reason,
+                 "the run exceeded %.0f ms; rank(s) %s had not "
+                 "finished",
+                 sr->wall_ms, sb.data ? sb.data : "?");
+        pk_strbuf_free(&sb);
+        return PK_OK;
+    }
+    pk_run_report rep;
+    pk_error rerr;
+    int have = pk_run_result_read(job->result_path, res, &rep, &rerr) == PK_OK;
+    if (have) {
+        snprintf(res->gpu_name, sizeof res->gpu_name, "%s", rep.gpu_name);
+        res->stages.run_check_ms = rep.check_ms;
+        res->stages.run_timing_ms = rep.timing_ms;
+        res->stages.run_setup_ms = res->stages.run_ms - rep.check_ms - rep.timing_ms;
+    }
+    if (!have || sr->status != PK_SB_OK || !rep.ok) {
+        res->status = PK_STATUS_RUNTIME_ERROR;
+        char crash[64];
+        for (int r = 0; r < job->world; r++)
+            if (read_marker(job, r, "crash", crash, sizeof crash) == 0) {
+                int rank = -1, sig = 0;
+                if (sscanf(crash, "%d %d", &rank, &sig) == 2) {
+                    res->signal = sig;
+                    snprintf(res->reason, sizeof res->reason, "rank %d crashed: %s", rank,
+                             strsignal(sig));
+                    return PK_OK;
+                }
+            }
+        if (have && !rep.ok)
+            snprintf(res->reason, sizeof res->reason, "%s", rep.error);
+        else if (sr->status == PK_SB_SIGNAL)
+            snprintf(res->reason, sizeof res->reason, "the run was killed by %s",
+                     strsignal(sr->signal));
+        else
+            snprintf(res->reason, sizeof res->reason, "the run failed (%s, exit code %d)",
+                     sr->status == PK_SB_MEMORY         ? "memory limit"
+                     : sr->status == PK_SB_OUTPUT_LIMIT ? "output limit"
+                                                        : "no result",
+                     sr->exit_code);
+        return PK_OK;
+    }
+    classify_trials(res);
+    if (res->status == PK_STATUS_CORRECT && rep.timed)
+        check_timing(job, &rep, res);
+    return PK_OK;
+}

@@ -1,0 +1,151 @@
+/* Runs the harness's child processes (nvcc, pk-runner) through the sandbox.
+ *
+ * TEMPORARY: until pk_sandbox_run is built (sandbox/ is written concurrently), children run
+ * directly in their own process group with the same wall limit and output capture; the
+ * harness reports this in its stderr. Only this file changes when the sandbox lands. */
+#define _GNU_SOURCE
+#include "pk_harness_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct capture {
+    int fd;
+    pk_strbuf buf;
+    size_t cap;
+    int truncated;
+} capture;
+
+static void drain(capture *c) {
+    char tmp[8192];
+    ssize_t n = read(c->fd, tmp, sizeof tmp);
+    if (n <= 0) {
+        if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+            close(c->fd);
+            c->fd = -1;
+        }
+        return;
+    }
+    pk_strbuf_append(&c->buf, tmp, (size_t)n);
+    if (c->buf.len > 2 * c->cap) { /* keep the tail: the end of a log says what went wrong */
+        memmove(c->buf.data, c->buf.data + c->buf.len - c->cap, c->cap);
+        c->buf.len = c->cap;
+        c->buf.data[c->buf.len] = 0;
+        c->truncated = 1;
+    }
+}
+
+static char *take_tail(capture *c, size_t *len) {
+    if (c->buf.len > c->cap) {
+        memmove(c->buf.data, c->buf.data + c->buf.len - c->cap, c->cap);
+        c->buf.len = c->cap;
+        c->buf.data[c->cap] = 0;
+        c->truncated = 1;
+    }
+    *len = c->buf.len;
+    return pk_strbuf_take(&c->buf);
+}
+
+static void child(const pk_sandbox_opts *o, char *const argv[], int out_w, int err_w) {
+    setpgid(0, 0);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out_w, 1);
+    dup2(err_w, 2);
+    if (o->workdir && chdir(o->workdir) != 0)
+        _exit(127);
+    struct rlimit fs = {(rlim_t)(o->fsize_mb ? o->fsize_mb : 256) << 20,
+                        (rlim_t)(o->fsize_mb ? o->fsize_mb : 256) << 20};
+    setrlimit(RLIMIT_FSIZE, &fs);
+    if (o->env)
+        execve(argv[0], argv, (char *const *)o->env);
+    else
+        execv(argv[0], argv);
+    fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+int pk_harness_spawn(const pk_sandbox_opts *o, char *const argv[], pk_sandbox_result *res,
+                     pk_error *err) {
+    memset(res, 0, sizeof *res);
+    int out_p[2], err_p[2];
+    if (pipe2(out_p, O_CLOEXEC) || pipe2(err_p, O_CLOEXEC))
+        return pk_error_errno(err, PK_ERR_SYSTEM, "pipe");
+    double start = pk_now_ms();
+    pid_t pid = fork();
+    if (pid < 0)
+        return pk_error_errno(err, PK_ERR_SYSTEM, "fork");
+    if (pid == 0)
+        child(o, argv, out_p[1], err_p[1]);
+    setpgid(pid, pid);
+    close(out_p[1]);
+    close(err_p[1]);
+    size_t cap = o->output_cap ? o->output_cap : (1u << 20);
+    capture cs[2] = {{out_p[0], {0}, cap, 0}, {err_p[0], {0}, cap, 0}};
+    int wall = o->wall_ms ? o->wall_ms : 60000, status = 0, timed_out = 0, reaped = 0;
+    while (!reaped) {
+        struct pollfd pf[2];
+        int n = 0;
+        for (int i = 0; i < 2; i++)
+            if (cs[i].fd >= 0)
+                pf[n++] = (struct pollfd){cs[i].fd, POLLIN, 0};
+        int left = wall - (int)(pk_now_ms() - start);
+        if (left <= 0 && !timed_out) {
+            timed_out = 1;
+            kill(-pid, SIGKILL); /* the whole group: mpirun and every rank */
+        }
+        if (n)
+            poll(pf, (nfds_t)n, left > 0 ? (left < 50 ? left : 50) : 50);
+        else
+            usleep(2000);
+        for (int i = 0; i < 2; i++)
+            if (cs[i].fd >= 0)
+                for (int k = 0; k < n; k++)
+                    if (pf[k].fd == cs[i].fd && pf[k].revents)
+                        drain(&cs[i]);
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            reaped = 1;
+    }
+    kill(-pid, SIGKILL);          /* leftovers of the group (e.g. ranks whose parent died) */
+    for (int i = 0; i < 2; i++) { /* non-blocking: a stray process may hold the pipe */
+        if (cs[i].fd < 0)
+            continue;
+        fcntl(cs[i].fd, F_SETFL, O_NONBLOCK);
+        for (int k = 0; k < 1024 && cs[i].fd >= 0 && cs[i].buf.len < 4 * cap; k++) {
+            size_t before = cs[i].buf.len;
+            drain(&cs[i]);
+            if (cs[i].fd >= 0 && cs[i].buf.len == before)
+                break;
+        }
+        if (cs[i].fd >= 0)
+            close(cs[i].fd);
+    }
+    res->wall_ms = pk_now_ms() - start;
+    res->out = take_tail(&cs[0], &res->out_len);
+    res->err = take_tail(&cs[1], &res->err_len);
+    res->truncated = cs[0].truncated || cs[1].truncated;
+    if (timed_out) {
+        res->status = PK_SB_TIMEOUT;
+    } else if (WIFSIGNALED(status)) {
+        res->status = PK_SB_SIGNAL;
+        res->signal = WTERMSIG(status);
+    } else {
+        res->exit_code = WEXITSTATUS(status);
+        res->status = res->exit_code ? PK_SB_EXIT : PK_SB_OK;
+    }
+    return PK_OK;
+}
+
+void pk_harness_spawn_free(pk_sandbox_result *res) {
+    free(res->out);
+    free(res->err);
+    res->out = res->err = NULL;
+}
