@@ -42,6 +42,8 @@ typedef struct pk_sandbox_opts {
     const char *const *env; /* NULL-terminated environment; NULL: a minimal default */
     const char *stdin_data; /* bytes fed to stdin; NULL: /dev/null */
     size_t stdin_len;
+    const char *const *env_add; /* NULL-terminated "NAME=VALUE"s added to env or the default
+                                   (NCCL_NVLS_ENABLE stays 0 whatever they say) */
 } pk_sandbox_opts;
 
 typedef struct pk_sandbox_result {

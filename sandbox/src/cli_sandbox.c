@@ -12,6 +12,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: pkgym sandbox [--wall-ms N] [--cpu-ms N] [--mem-mb N] [--pids N]\n"
                "                     [--fsize-mb N] [--nofile N] [--output-cap BYTES]\n"
                "                     [--gpus LIST] [--ro PATH]... [--rw PATH]... [--workdir DIR]\n"
+               "                     [--env NAME=VALUE]...\n"
                "                     -- CMD ARGS...\n\n"
                "Runs CMD (an absolute path, or relative to the work dir) in new user, mount, PID,\n"
                "network, IPC and UTS namespaces with a minimal read-only filesystem, rlimits,\n"
@@ -19,7 +20,8 @@ static void usage(FILE *f) {
                "status (ok, exit, signal, timeout, memory, output_limit, setup_error), exit_code,\n"
                "signal, wall_ms, cpu_ms, max_rss_kb, stdout, stderr, truncated, detail, limits.\n"
                "LIST is comma-separated GPU indices (N of /dev/nvidiaN). PKGYM_SANDBOX_RO adds\n"
-               "read-only paths (colon-separated). Exit status: 0 when a verdict was printed.\n");
+               "read-only paths (colon-separated). --env adds to the default environment\n"
+               "(NCCL_NVLS_ENABLE=0 always). Exit status: 0 when a verdict was printed.\n");
 }
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
@@ -54,7 +56,8 @@ int pk_cmd_sandbox(int argc, char **argv) {
     pk_sandbox_opts o;
     memset(&o, 0, sizeof o);
     int gpus[SB_CLI_MAX_LIST];
-    const char *ro[SB_CLI_MAX_LIST], *rw[SB_CLI_MAX_LIST];
+    const char *ro[SB_CLI_MAX_LIST], *rw[SB_CLI_MAX_LIST], *env_add[SB_CLI_MAX_LIST + 1];
+    int n_env = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -100,6 +103,13 @@ int pk_cmd_sandbox(int argc, char **argv) {
             } else {
                 (is_ro ? ro : rw)[(*count)++] = v;
             }
+        } else if (strcmp(a, "--env") == 0) {
+            rc = v && strchr(v, '=') && n_env < SB_CLI_MAX_LIST ? 0 : -1;
+            if (rc)
+                fprintf(stderr, "pkgym sandbox: --env needs NAME=VALUE (at most %d)\n",
+                        SB_CLI_MAX_LIST);
+            else
+                env_add[n_env++] = v;
         } else if (strcmp(a, "--workdir") == 0) {
             o.workdir = v;
             rc = v ? 0 : -1;
@@ -120,6 +130,8 @@ int pk_cmd_sandbox(int argc, char **argv) {
     }
     o.ro = ro;
     o.rw = rw;
+    env_add[n_env] = NULL;
+    o.env_add = env_add;
     pk_sandbox_result res;
     pk_error err = {0};
     if (pk_sandbox_run(&o, argv + i, &res, &err)) {

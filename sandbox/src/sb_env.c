@@ -47,6 +47,22 @@ static int push(char ***env, int *n, int *cap, char *s) {
     return 0;
 }
 
+/* An added NAME=VALUE replaces an earlier NAME. */
+static int replace_or_push(char ***env, int *n, int *cap, const char *entry) {
+    const char *eq = strchr(entry, '=');
+    size_t name_len = eq ? (size_t)(eq - entry) + 1 : strlen(entry);
+    for (int i = 0; i < *n; i++)
+        if (strncmp((*env)[i], entry, name_len) == 0) {
+            char *copy = strdup(entry);
+            if (!copy)
+                return -1;
+            free((*env)[i]);
+            (*env)[i] = copy;
+            return 0;
+        }
+    return push(env, n, cap, strdup(entry));
+}
+
 static char *concat(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     char *s = malloc(la + lb + 1);
@@ -89,6 +105,9 @@ char **sb_env_build(const pk_sandbox_opts *opts, const char *workdir) {
                 rc = push(&env, &n, &cap, strdup("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
         }
     }
+    for (int i = 0; opts->env_add && opts->env_add[i] && !rc; i++)
+        if (!forced(opts->env_add[i]))
+            rc = replace_or_push(&env, &n, &cap, opts->env_add[i]);
     if (!rc)
         rc = push(&env, &n, &cap, strdup("NCCL_NVLS_ENABLE=0"));
     /* LeakSanitizer needs ptrace, which the filter denies. */

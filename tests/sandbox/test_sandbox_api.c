@@ -94,6 +94,15 @@ static void environment_default_and_forced(void **state) {
     r = run_sh(&o, "echo $NCCL_NVLS_ENABLE:$FOO");
     assert_string_equal(r.out, "0:bar\n"); /* never removed or overridden */
     pk_sandbox_result_free(&r);
+    const char *add[] = {"FOO=baz", "EXTRA=1", "NCCL_NVLS_ENABLE=1", NULL};
+    o.env_add = add; /* added to env (FOO replaced) */
+    r = run_sh(&o, "echo $NCCL_NVLS_ENABLE:$FOO:$EXTRA");
+    assert_string_equal(r.out, "0:baz:1\n");
+    pk_sandbox_result_free(&r);
+    o.env = NULL; /* added to the default */
+    r = run_sh(&o, "echo $NCCL_NVLS_ENABLE:$FOO:$NCCL_SOCKET_IFNAME");
+    assert_string_equal(r.out, "0:baz:lo\n");
+    pk_sandbox_result_free(&r);
 }
 
 static void caller_fds_are_not_inherited(void **state) {
