@@ -1,12 +1,177 @@
-/* Placeholder until issue #5 lands: says so and fails, as the CLI contract requires. */
-#include "pk_env.h"
-
+/* `pkgym serve`: options, signals, and the server's lifetime. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "pk_env.h"
+#include "server.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: pkgym serve [options]\n\n"
+            "Serves protocol v1 (docs/protocol.md) on a ZeroMQ ROUTER socket.\n\n"
+            "  --bind ENDPOINT         ZeroMQ endpoint; repeatable (default %s)\n"
+            "  --problems DIR          problems root (default %s)\n"
+            "  --modules DIR           compiled problem modules (default %s)\n"
+            "  --data-dir DIR          trajectory store and caches (default %s)\n"
+            "  --reward-config FILE    JSON reward settings over the defaults\n"
+            "  --feedback-config FILE  JSON feedback settings over the defaults\n"
+            "  --templates DIR         feedback templates (default: the source tree's)\n"
+            "  --max-action-bytes N    limit of one step's action (default 1048576)\n"
+            "  --max-episodes N        open episodes at most (default 4096)\n"
+            "  --episode-idle-s S      close episodes idle this long (default 3600)\n"
+            "  --max-turns N           the largest max_turns reset accepts (default 64)\n"
+            "  --compile-workers N     compile workers (default: cores - 1)\n"
+            "  --queue-limit N         evaluations queued at most (default 1024)\n"
+            "  --gpus LIST             GPU indices, e.g. 0,1, or 'none' (default: all)\n"
+            "  --shutdown-grace-ms N   time given to in-flight work on SIGINT/SIGTERM "
+            "(default 10000)\n",
+            PK_DEFAULT_ENDPOINT, PK_DEFAULT_PROBLEMS_DIR, PK_DEFAULT_MODULES_DIR,
+            PK_DEFAULT_DATA_DIR);
+}
+
+static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "pkgym serve: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
+                v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_gpus(const char *v, pk_server_opts *o) {
+    o->n_gpus = 0;
+    if (strcmp(v, "none") == 0)
+        return 0;
+    char *copy = strdup(v);
+    int rc = copy ? 0 : -1;
+    for (char *save = NULL, *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
+         tok = strtok_r(NULL, ",", &save)) {
+        long g;
+        if (o->n_gpus >= PK_SCHED_MAX_GPUS || parse_long("--gpus", tok, 0, 1023, &g))
+            rc = -1;
+        else
+            o->gpus[o->n_gpus++] = (int)g;
+    }
+    free(copy);
+    return rc;
+}
+
+/* Returns 0, 1 for --help, -1 on a bad option. */
+static int parse_args(int argc, char **argv, pk_server_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return 1;
+        if (i + 1 >= argc) {
+            fprintf(stderr, "pkgym serve: unknown option or missing value: %s\n", a);
+            return -1;
+        }
+        const char *v = argv[++i];
+        long n = 0;
+        int rc = 0;
+        if (strcmp(a, "--bind") == 0) {
+            if (o->n_binds >= PK_MAX_BINDS) {
+                fprintf(stderr, "pkgym serve: at most %d --bind\n", PK_MAX_BINDS);
+                return -1;
+            }
+            o->binds[o->n_binds++] = v;
+        } else if (strcmp(a, "--problems") == 0)
+            o->problems_dir = v;
+        else if (strcmp(a, "--modules") == 0)
+            o->modules_dir = v;
+        else if (strcmp(a, "--data-dir") == 0)
+            o->data_dir = v;
+        else if (strcmp(a, "--reward-config") == 0)
+            o->reward_config_path = v;
+        else if (strcmp(a, "--feedback-config") == 0)
+            o->feedback_config_path = v;
+        else if (strcmp(a, "--templates") == 0)
+            o->templates_dir = v;
+        else if (strcmp(a, "--max-action-bytes") == 0)
+            rc = parse_long(a, v, 1, 64L << 20, &n), o->max_action_bytes = (size_t)n;
+        else if (strcmp(a, "--max-episodes") == 0)
+            rc = parse_long(a, v, 1, 1000000, &n), o->max_episodes = (int)n;
+        else if (strcmp(a, "--episode-idle-s") == 0)
+            rc = parse_long(a, v, 1, 86400 * 30, &n), o->episode_idle_s = (double)n;
+        else if (strcmp(a, "--max-turns") == 0)
+            rc = parse_long(a, v, 1, 1000, &n), o->max_turns_limit = (int)n;
+        else if (strcmp(a, "--compile-workers") == 0)
+            rc = parse_long(a, v, 0, 1024, &n), o->compile_workers = (int)n;
+        else if (strcmp(a, "--queue-limit") == 0)
+            rc = parse_long(a, v, 1, 1000000, &n), o->queue_limit = (int)n;
+        else if (strcmp(a, "--gpus") == 0)
+            rc = parse_gpus(v, o);
+        else if (strcmp(a, "--shutdown-grace-ms") == 0)
+            rc = parse_long(a, v, 0, 3600000, &n), o->shutdown_grace_ms = (int)n;
+        else {
+            fprintf(stderr, "pkgym serve: unknown option %s (see --help)\n", a);
+            return -1;
+        }
+        if (rc)
+            return -1;
+    }
+    if (o->n_binds == 0)
+        o->binds[o->n_binds++] = PK_DEFAULT_ENDPOINT;
+    return 0;
+}
+
 int pk_cmd_serve(int argc, char **argv) {
-    int help = argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-    fprintf(help ? stdout : stderr,
-            "pkgym serve: not built yet (issue #5). This subcommand does nothing in this build.\n");
-    return 2;
+    pk_server_opts o;
+    pk_server_opts_default(&o);
+    int pa = parse_args(argc, argv, &o);
+    if (pa) {
+        usage(pa > 0 ? stdout : stderr);
+        return pa > 0 ? 0 : 2;
+    }
+    /* Block the stop signals while the ZeroMQ and scheduler threads start, so they inherit the
+     * mask and only this thread (the poll loop) sees SIGINT/SIGTERM. */
+    sigset_t stop_set, old;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, &old);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pk_server *s = calloc(1, sizeof *s);
+    pk_error err;
+    pk_error_clear(&err);
+    int rc = s ? pk_server_init(s, &o, &stop_requested, &err) : PK_ERR_NOMEM;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        fprintf(stderr, "pkgym serve: %s\n", s ? err.message : "out of memory");
+        if (s)
+            pk_server_free(s);
+        free(s);
+        return 1;
+    }
+    fprintf(stderr, "pkgym serve: protocol 1, %zu problem(s), %zu GPU(s), listening on",
+            pk_problem_set_count(s->problems), json_array_size(s->gpus));
+    for (int i = 0; i < o.n_binds; i++)
+        fprintf(stderr, " %s", o.binds[i]);
+    fprintf(stderr, "\n");
+    rc = pk_server_run(s);
+    pk_server_free(s);
+    free(s);
+    fprintf(stderr, "pkgym serve: stopped\n");
+    return rc == 0 ? 0 : 1;
 }

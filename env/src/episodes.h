@@ -1,0 +1,76 @@
+/* Open episodes: their settings, turns so far and the step in flight, in a table keyed by id. */
+#ifndef PK_ENV_EPISODES_H
+#define PK_ENV_EPISODES_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "pk_harness.h"
+#include "pk_problems.h"
+#include "pk_reward.h"
+#include "pk_summarizer.h"
+#include "transport.h"
+
+#define PK_EPISODE_ID_LEN 32 /* hex characters */
+
+typedef struct pk_turn_record {
+    char *action;
+    char *summary;
+    char *code;
+    char *feedback;
+    char *result_json;
+    pk_status status;
+    double score;
+    double started_at, finished_at;
+} pk_turn_record;
+
+/* A step waiting for its evaluation: where to send the reply. */
+typedef struct pk_pending_step {
+    pk_envelope env;
+    char *id_raw;
+    size_t id_len;
+    struct pk_episode *ep;
+    pk_turn_record turn; /* action, summary, code, started_at filled at submit */
+} pk_pending_step;
+
+typedef struct pk_episode {
+    char id[PK_EPISODE_ID_LEN + 1];
+    const pk_problem *problem;
+    char *group;
+    long long seed;
+    int has_seed;
+    int max_turns;
+    int stop_on_correct;
+    pk_reward_config reward;
+    pk_summarizer *summarizer;
+    pk_eval_opts eval;
+    json_t *settings; /* the settings in effect, as returned by reset and stored */
+    char *prompt;     /* the current prompt */
+    pk_turn_record *turns;
+    int n_turns;
+    int done;
+    double *returns; /* n_turns values once done */
+    pk_pending_step *in_flight;
+    int closed; /* closed while a step was in flight: freed when it completes */
+    double last_active_ms;
+    struct pk_episode *next; /* hash chain */
+} pk_episode;
+
+#define PK_EPISODE_BUCKETS 8192
+
+typedef struct pk_episode_table {
+    pk_episode *bucket[PK_EPISODE_BUCKETS];
+    size_t count;
+} pk_episode_table;
+
+pk_episode *pk_episode_find(pk_episode_table *t, const char *id);
+void pk_episode_insert(pk_episode_table *t, pk_episode *e);
+/* Unlinks e from the table (it is not freed). */
+void pk_episode_remove(pk_episode_table *t, pk_episode *e);
+void pk_episode_free(pk_episode *e);
+void pk_turn_record_free(pk_turn_record *r);
+/* Fills id with 32 random hex characters. */
+int pk_episode_new_id(char id[PK_EPISODE_ID_LEN + 1]);
+
+#endif

@@ -1,0 +1,188 @@
+/* Episode lifecycle ops: reset, close, trajectory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "episode_options.h"
+#include "pk_client.h"
+#include "server.h"
+
+#define DEFAULT_MAX_TURNS 4
+#define MAX_GROUP_LEN 256
+
+/* Reads reset's scalar fields into e; replies and returns -1 on a bad one. */
+static int read_reset_fields(pk_call *c, pk_episode *e, json_t **options) {
+    pk_error err;
+    long long v;
+    int present;
+    *options = NULL;
+    if (pk_request_int(c->req, "seed", &e->seed, &e->has_seed, &err) ||
+        pk_request_int(c->req, "max_turns", &v, &present, &err) ||
+        pk_request_str(c->req, "group", 0, MAX_GROUP_LEN, &e->group, &err)) {
+        pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
+        return -1;
+    }
+    e->max_turns = DEFAULT_MAX_TURNS;
+    if (present) {
+        if (v < 1 || v > c->s->opts.max_turns_limit) {
+            pk_call_error(c, PK_E_BAD_REQUEST,
+                          "field 'max_turns' must be in [1, %d] (limits.max_turns)",
+                          c->s->opts.max_turns_limit);
+            return -1;
+        }
+        e->max_turns = (int)v;
+    }
+    const msgpack_object *o = pk_request_field(c->req, "options");
+    if (o && o->type != MSGPACK_OBJECT_NIL) {
+        if (o->type != MSGPACK_OBJECT_MAP) {
+            pk_call_error(c, PK_E_BAD_REQUEST, "field 'options' must be a map");
+            return -1;
+        }
+        if (pk_json_from_msgpack(o, "options", PK_MAX_NESTING, options, &err)) {
+            pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int store_begin(pk_server *s, pk_episode *e, pk_error *err) {
+    char *config = json_dumps(e->settings, JSON_COMPACT);
+    if (!config)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    pk_episode_row row = {
+        .episode_id = e->id,
+        .problem_id = pk_problem_id(e->problem),
+        .group = e->group,
+        .seed = e->has_seed ? e->seed : -1,
+        .max_turns = e->max_turns,
+        .config_json = config,
+        .created_at = pk_wall_time_s(),
+        .task_prompt = pk_problem_prompt(e->problem),
+    };
+    int rc = pk_store_begin_episode(s->store, &row, err);
+    free(config);
+    return rc;
+}
+
+void pk_op_reset(pk_call *c) {
+    pk_server *s = c->s;
+    const pk_problem *p = pk_call_problem(c);
+    if (!p)
+        return;
+    if ((int)s->episodes.count >= s->opts.max_episodes) {
+        pk_call_error(c, PK_E_OVERLOADED,
+                      "%zu episodes are open, the limit (limits.max_episodes); close some",
+                      s->episodes.count);
+        return;
+    }
+    pk_episode *e = calloc(1, sizeof *e);
+    if (!e) {
+        pk_call_error(c, PK_E_INTERNAL, "out of memory");
+        return;
+    }
+    e->problem = p;
+    json_t *options = NULL;
+    pk_error err;
+    pk_error_clear(&err);
+    if (read_reset_fields(c, e, &options)) {
+        pk_episode_free(e);
+        return;
+    }
+    int rc = pk_episode_apply_options(e, options, &s->reward_default, s->feedback_default,
+                                      s->opts.templates_dir, &err);
+    json_decref(options);
+    if (rc) {
+        pk_call_error(c, rc == PK_ERR_INVALID ? PK_E_BAD_REQUEST : PK_E_INTERNAL, "%s",
+                      err.message);
+        pk_episode_free(e);
+        return;
+    }
+    json_object_set_new(e->settings, "max_turns", json_integer(e->max_turns));
+    json_object_set_new(e->settings, "seed", e->has_seed ? json_integer(e->seed) : json_null());
+    json_object_set_new(e->settings, "group", e->group ? json_string(e->group) : json_null());
+    e->prompt = pk_summarizer_first_prompt(e->summarizer, pk_problem_prompt(p));
+    if (!e->prompt || pk_episode_new_id(e->id) != 0) {
+        pk_call_error(c, PK_E_INTERNAL, "cannot create the episode (memory or randomness)");
+        pk_episode_free(e);
+        return;
+    }
+    if (store_begin(s, e, &err)) {
+        s->n.store_errors++;
+        pk_call_error(c, PK_E_INTERNAL, "trajectory store: %s", err.message);
+        pk_episode_free(e);
+        return;
+    }
+    e->last_active_ms = pk_now_ms();
+    pk_episode_insert(&s->episodes, e);
+    s->n.episodes_started++;
+    pk_call_ok(c, json_pack("{s:s, s:{s:s, s:i}, s:{s:o, s:O}}", "episode", e->id, "observation",
+                            "prompt", e->prompt, "turn", 0, "info", "problem",
+                            pk_problem_detail_json(p), "settings", e->settings));
+}
+
+/* Finds the open episode named by the required `episode` field, or replies with the error. */
+pk_episode *pk_call_episode(pk_call *c) {
+    char *id;
+    pk_error err;
+    if (pk_request_str(c->req, "episode", 1, 256, &id, &err)) {
+        pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
+        return NULL;
+    }
+    pk_episode *e = pk_episode_find(&c->s->episodes, id);
+    if (!e || e->closed)
+        pk_call_error(c, PK_E_UNKNOWN_EPISODE,
+                      "no open episode '%s' (never opened, closed, or expired after "
+                      "limits.episode_idle_s; closed trajectories stay in the store)",
+                      id);
+    free(id);
+    return e && !e->closed ? e : NULL;
+}
+
+void pk_op_close(pk_call *c) {
+    pk_episode *e = pk_call_episode(c);
+    if (!e)
+        return;
+    json_t *body =
+        json_pack("{s:s, s:i, s:b}", "episode", e->id, "turns", e->n_turns, "done", e->done);
+    if (e->in_flight) {
+        /* Its step still gets its reply; the episode is freed when the evaluation returns. */
+        e->closed = 1;
+    } else {
+        pk_episode_remove(&c->s->episodes, e);
+        pk_episode_free(e);
+    }
+    pk_call_ok(c, body);
+}
+
+json_t *pk_returns_json(const pk_episode *e) {
+    if (!e->done || !e->returns)
+        return json_null();
+    json_t *a = json_array();
+    for (int i = 0; a && i < e->n_turns; i++)
+        json_array_append_new(a, json_real(e->returns[i]));
+    return a;
+}
+
+static json_t *turn_json(const pk_turn_record *t, int index) {
+    json_t *result = t->result_json ? json_loads(t->result_json, 0, NULL) : NULL;
+    return json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:f, s:o, s:s?, s:f, s:f}", "turn", index + 1,
+                     "action", t->action, "summary", t->summary, "code", t->code, "status",
+                     pk_status_name(t->status), "score", t->score, "result",
+                     result ? result : json_null(), "feedback", t->feedback, "started_at",
+                     t->started_at, "finished_at", t->finished_at);
+}
+
+void pk_op_trajectory(pk_call *c) {
+    pk_episode *e = pk_call_episode(c);
+    if (!e)
+        return;
+    json_t *turns = json_array();
+    for (int i = 0; turns && i < e->n_turns; i++)
+        json_array_append_new(turns, turn_json(&e->turns[i], i));
+    pk_call_ok(c,
+               json_pack("{s:s, s:s, s:s?, s:o, s:i, s:b, s:b, s:O, s:o, s:o}", "episode", e->id,
+                         "problem", pk_problem_id(e->problem), "group", e->group, "seed",
+                         e->has_seed ? json_integer(e->seed) : json_null(), "max_turns",
+                         e->max_turns, "done", e->done, "in_flight", e->in_flight != NULL,
+                         "settings", e->settings, "turns", turns, "returns", pk_returns_json(e)));
+}

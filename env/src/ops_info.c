@@ -1,0 +1,133 @@
+/* Ops that read server state: hello, list_problems, get_problem, stats. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_client.h"
+#include "server.h"
+
+json_t *pk_problem_summary_json(const pk_problem *p) {
+    json_t *tags = json_array();
+    for (size_t i = 0; tags && i < pk_problem_tag_count(p); i++)
+        json_array_append_new(tags, json_string(pk_problem_tag(p, i)));
+    return json_pack("{s:s, s:s, s:s, s:i, s:o}", "id", pk_problem_id(p), "title",
+                     pk_problem_title(p), "category", pk_problem_category(p), "world_size",
+                     pk_problem_world_size(p), "tags", tags);
+}
+
+json_t *pk_limits_json(const pk_server *s) {
+    return json_pack("{s:I, s:I, s:i, s:f, s:i, s:i}", "max_action_bytes",
+                     (json_int_t)s->opts.max_action_bytes, "max_request_bytes",
+                     (json_int_t)s->max_request_bytes, "max_episodes", s->opts.max_episodes,
+                     "episode_idle_s", s->opts.episode_idle_s, "max_turns", s->opts.max_turns_limit,
+                     "queue_limit", s->opts.queue_limit);
+}
+
+void pk_op_hello(pk_call *c) {
+    pk_server *s = c->s;
+    pk_call_ok(c, json_pack("{s:{s:s, s:s}, s:i, s:O, s:I, s:o}", "server", "name", "pkgym",
+                            "version", PK_VERSION, "protocol", 1, "gpus", s->gpus, "problems",
+                            (json_int_t)pk_problem_set_count(s->problems), "limits",
+                            pk_limits_json(s)));
+}
+
+/* Reads the optional `tags` filter: an array of strings. */
+static int read_tags(pk_call *c, json_t **tags) {
+    *tags = NULL;
+    const msgpack_object *o = pk_request_field(c->req, "tags");
+    if (!o || o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    pk_error err;
+    if (o->type != MSGPACK_OBJECT_ARRAY ||
+        pk_json_from_msgpack(o, "tags", PK_MAX_NESTING, tags, &err) != PK_OK) {
+        pk_call_error(c, PK_E_BAD_REQUEST, "field 'tags' must be an array of strings");
+        return -1;
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(*tags, i, t) {
+        if (!json_is_string(t)) {
+            json_decref(*tags);
+            pk_call_error(c, PK_E_BAD_REQUEST, "field 'tags' must be an array of strings");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void pk_op_list_problems(pk_call *c) {
+    json_t *tags;
+    if (read_tags(c, &tags))
+        return;
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < pk_problem_set_count(c->s->problems); i++) {
+        const pk_problem *p = pk_problem_set_at(c->s->problems, i);
+        int match = 1;
+        size_t k;
+        json_t *t;
+        json_array_foreach(tags, k, t) match = match && pk_problem_has_tag(p, json_string_value(t));
+        if (match)
+            json_array_append_new(list, pk_problem_summary_json(p));
+    }
+    json_decref(tags);
+    pk_call_ok(c, json_pack("{s:o}", "problems", list));
+}
+
+/* Finds the problem named by the required `problem` field, or replies with the error. */
+const pk_problem *pk_call_problem(pk_call *c) {
+    char *id;
+    pk_error err;
+    if (pk_request_str(c->req, "problem", 1, 256, &id, &err)) {
+        pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
+        return NULL;
+    }
+    const pk_problem *p = pk_problem_set_find(c->s->problems, id);
+    if (!p)
+        pk_call_error(c, PK_E_UNKNOWN_PROBLEM, "no problem '%s' (see list_problems)", id);
+    free(id);
+    return p;
+}
+
+json_t *pk_problem_detail_json(const pk_problem *p) {
+    json_t *d = pk_problem_summary_json(p);
+    json_t *meta = json_loads(pk_problem_meta_json(p), 0, NULL);
+    json_object_set_new(d, "suite", json_string(pk_problem_suite(p)));
+    json_object_set_new(d, "needs_gpu", json_boolean(pk_problem_needs_gpu(p)));
+    json_object_set_new(d, "meta", meta ? meta : json_null());
+    return d;
+}
+
+void pk_op_get_problem(pk_call *c) {
+    const pk_problem *p = pk_call_problem(c);
+    if (!p)
+        return;
+    pk_call_ok(c, json_pack("{s:o, s:s}", "problem", pk_problem_detail_json(p), "prompt",
+                            pk_problem_prompt(p)));
+}
+
+void pk_op_stats(pk_call *c) {
+    pk_server *s = c->s;
+    pk_scheduler_stats st;
+    memset(&st, 0, sizeof st);
+    if (s->sched)
+        pk_scheduler_get_stats(s->sched, &st);
+    double uptime_s = (pk_now_ms() - s->started_ms) / 1000.0;
+    double occupancy = st.gpus_total > 0 && uptime_s > 0
+                           ? st.gpu_busy_ms / (uptime_s * 1000.0 * st.gpus_total)
+                           : 0.0;
+    pk_call_ok(
+        c, json_pack("{s:I, s:I, s:I, s:I, s:{s:i, s:i, s:i, s:i}, "
+                     "s:{s:i, s:i, s:f, s:f}, s:{s:I, s:I, s:I}, s:f, s:{s:I, s:I, s:I, s:I, s:I}}",
+                     "episodes_open", (json_int_t)s->episodes.count, "steps_in_flight",
+                     (json_int_t)s->n.steps_in_flight, "steps_done", (json_int_t)s->n.steps_done,
+                     "queue_depth", (json_int_t)(st.queued_compile + st.queued_run), "jobs",
+                     "queued_compile", st.queued_compile, "queued_run", st.queued_run, "compiling",
+                     st.compiling, "running", st.running, "gpu", "total", st.gpus_total, "busy",
+                     st.gpus_busy, "busy_ms", st.gpu_busy_ms, "occupancy", occupancy, "cache",
+                     "compile_hits", (json_int_t)st.compile_cache_hits, "compile_misses",
+                     (json_int_t)st.compile_cache_misses, "baseline_hits",
+                     (json_int_t)st.baseline_cache_hits, "uptime_s", uptime_s, "requests", "total",
+                     (json_int_t)s->n.requests, "bad", (json_int_t)s->n.bad_requests,
+                     "episodes_started", (json_int_t)s->n.episodes_started, "episodes_expired",
+                     (json_int_t)s->n.episodes_expired, "store_errors",
+                     (json_int_t)s->n.store_errors));
+}

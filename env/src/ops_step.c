@@ -1,0 +1,285 @@
+/* step: parse the action, submit its code to the scheduler, and when the evaluation completes
+ * score it, write feedback and the next prompt, store the turn and reply. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#define MAX_SUMMARY_BYTES (64u << 10)
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static void free_pending(pk_pending_step *p) {
+    if (!p)
+        return;
+    free(p->id_raw);
+    pk_turn_record_free(&p->turn);
+    free(p);
+}
+
+static json_t *checks_json(const pk_eval_result *r) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < r->n_checks; i++)
+        json_array_append_new(a, json_pack("{s:s, s:b, s:s}", "name", r->checks[i].name, "passed",
+                                           r->checks[i].passed, "detail", r->checks[i].detail));
+    return a;
+}
+
+static json_t *timed_or_null(int timed, double v) {
+    return timed ? json_real(v) : json_null();
+}
+
+static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
+    int timed = r->has_timing && r->status == PK_STATUS_CORRECT;
+    return json_pack("{s:i, s:s, s:b, s:s, s:o, s:o, s:o, s:f, s:f, s:o, s:o}", "turn", e->n_turns,
+                     "status", pk_status_name(r->status), "correct", r->status == PK_STATUS_CORRECT,
+                     "reason", r->reason, "speedup", timed_or_null(timed, r->speedup), "time_us",
+                     timed_or_null(r->has_timing, r->candidate.median_us), "baseline_us",
+                     timed_or_null(r->has_timing, r->reference.median_us), "compile_ms",
+                     r->stages.compile_ms, "run_ms", r->stages.run_ms, "checks", checks_json(r),
+                     "returns", pk_returns_json(e));
+}
+
+/* Appends the finished turn to e; fills *score. */
+static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk_eval_result *r,
+                       pk_error *err) {
+    pk_turn_record *grown = realloc(e->turns, (size_t)(e->n_turns + 1) * sizeof *grown);
+    if (!grown)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    e->turns = grown;
+    pk_turn_record *t = &e->turns[e->n_turns];
+    *t = p->turn;
+    memset(&p->turn, 0, sizeof p->turn);
+    t->status = r->status;
+    t->finished_at = pk_wall_time_s();
+    t->result_json = pk_eval_result_to_json(r);
+    t->feedback = pk_summarizer_feedback(e->summarizer, r, e->problem);
+    e->n_turns++;
+    if (!t->result_json || !t->feedback)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    pk_turn_facts facts;
+    int rc = pk_turn_facts_from_result_json(t->result_json, &facts, err);
+    if (rc)
+        return rc;
+    t->score = pk_reward_score(&e->reward, &facts);
+    return PK_OK;
+}
+
+static char *next_prompt(pk_episode *e) {
+    pk_turn_view *views = calloc((size_t)e->n_turns, sizeof *views);
+    if (!views)
+        return NULL;
+    for (int i = 0; i < e->n_turns; i++)
+        views[i] = (pk_turn_view){.turn = i + 1,
+                                  .code = e->turns[i].code,
+                                  .summary = e->turns[i].summary,
+                                  .feedback = e->turns[i].feedback};
+    char *prompt =
+        pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
+    free(views);
+    return prompt;
+}
+
+static void store_turn(pk_server *s, pk_episode *e) {
+    const pk_turn_record *t = &e->turns[e->n_turns - 1];
+    pk_turn_row row = {.episode_id = e->id,
+                       .turn = e->n_turns - 1,
+                       .action = t->action,
+                       .summary = t->summary,
+                       .code = t->code,
+                       .status = t->status,
+                       .score = t->score,
+                       .result_json = t->result_json,
+                       .feedback = t->feedback,
+                       .started_at = t->started_at,
+                       .finished_at = t->finished_at};
+    pk_error err;
+    if (pk_store_add_turn(s->store, &row, &err)) {
+        s->n.store_errors++;
+        fprintf(stderr, "pkgym serve: episode %s turn %d not stored: %s\n", e->id, e->n_turns,
+                err.message);
+    }
+}
+
+static void finish_episode(pk_server *s, pk_episode *e) {
+    e->done = 1;
+    e->returns = calloc((size_t)e->n_turns, sizeof *e->returns);
+    if (!e->returns) {
+        fprintf(stderr, "pkgym serve: episode %s: out of memory for returns\n", e->id);
+        return;
+    }
+    for (int i = 0; i < e->n_turns; i++)
+        e->returns[i] = e->turns[i].score;
+    pk_reward_returns(&e->reward, e->returns, e->n_turns, e->returns);
+    pk_error err;
+    if (pk_store_finish_episode(s->store, e->id, e->returns, e->n_turns, &err)) {
+        s->n.store_errors++;
+        fprintf(stderr, "pkgym serve: episode %s returns not stored: %s\n", e->id, err.message);
+    }
+}
+
+/* Completes a step with its evaluation result and replies. Consumes p. */
+static void complete_step(pk_server *s, pk_pending_step *p, const pk_eval_result *r) {
+    pk_episode *e = p->ep;
+    pk_error err;
+    pk_error_clear(&err);
+    e->in_flight = NULL;
+    e->last_active_ms = pk_now_ms();
+    s->n.steps_done++;
+    json_t *body = NULL;
+    if (record_turn(s, e, p, r, &err) == PK_OK) {
+        store_turn(s, e);
+        const pk_turn_record *t = &e->turns[e->n_turns - 1];
+        int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
+        int truncated = !terminated && e->n_turns >= e->max_turns;
+        if (terminated || truncated)
+            finish_episode(s, e);
+        char *prompt = next_prompt(e);
+        if (prompt) {
+            free(e->prompt);
+            e->prompt = prompt;
+            body = json_pack("{s:{s:s, s:s}, s:f, s:b, s:b, s:o}", "observation", "prompt",
+                             e->prompt, "feedback", t->feedback, "reward", t->score, "terminated",
+                             terminated, "truncated", truncated, "info", step_info(e, r));
+        } else {
+            body = pk_error_body(PK_E_INTERNAL, "out of memory building the next prompt");
+        }
+    } else {
+        body = pk_error_body(PK_E_INTERNAL, err.message);
+    }
+    pk_server_reply(s, &p->env, p->id_raw, p->id_len, body);
+    free_pending(p);
+    if (e->closed) {
+        pk_episode_remove(&s->episodes, e);
+        pk_episode_free(e);
+    }
+}
+
+void pk_server_on_completion(pk_server *s, pk_completion *done) {
+    pk_pending_step *p = done->user;
+    s->n.steps_in_flight--;
+    /* A format_error without a reason after the server extracted code means the harness
+     * produced no verdict (a stage that does not exist yet): never report it as the model's. */
+    int no_verdict = !done->harness_rc && done->result.status == PK_STATUS_FORMAT_ERROR &&
+                     done->result.reason[0] == '\0';
+    if (no_verdict)
+        snprintf(done->error.message, sizeof done->error.message,
+                 "the harness returned no verdict for this code (stages run: compile %.0f ms, "
+                 "run %.0f ms); no turn was recorded",
+                 done->result.stages.compile_ms, done->result.stages.run_ms);
+    if (done->harness_rc || no_verdict) {
+        /* The harness itself failed: no verdict exists, so no turn is recorded and the
+         * client may retry the same action. */
+        pk_episode *e = p->ep;
+        e->in_flight = NULL;
+        pk_server_reply(s, &p->env, p->id_raw, p->id_len,
+                        pk_error_body(PK_E_INTERNAL, done->error.message));
+        free_pending(p);
+        if (e->closed) {
+            pk_episode_remove(&s->episodes, e);
+            pk_episode_free(e);
+        }
+    } else {
+        complete_step(s, p, &done->result);
+    }
+    pk_completion_free(done);
+}
+
+/* Reads step's fields; replies and returns -1 on a bad one. */
+static int read_step_fields(pk_call *c, pk_pending_step *p) {
+    pk_error err;
+    const msgpack_object *a = pk_request_field(c->req, "action");
+    if (a && a->type == MSGPACK_OBJECT_STR && a->via.str.size > c->s->opts.max_action_bytes) {
+        pk_call_error(c, PK_E_BAD_REQUEST,
+                      "field 'action' is %u bytes; the limit is %zu (limits.max_action_bytes)",
+                      a->via.str.size, c->s->opts.max_action_bytes);
+        return -1;
+    }
+    if (pk_request_str(c->req, "action", 1, c->s->opts.max_action_bytes, &p->turn.action, &err) ||
+        pk_request_str(c->req, "summary", 0, MAX_SUMMARY_BYTES, &p->turn.summary, &err) ||
+        pk_request_copy_id(c->req, &p->id_raw, &p->id_len, &err)) {
+        pk_call_error(c, err.code == PK_ERR_INVALID ? PK_E_BAD_REQUEST : PK_E_INTERNAL, "%s",
+                      err.message);
+        return -1;
+    }
+    return 0;
+}
+
+void pk_op_step(pk_call *c) {
+    pk_server *s = c->s;
+    pk_pending_step *p = calloc(1, sizeof *p);
+    if (!p) {
+        pk_call_error(c, PK_E_INTERNAL, "out of memory");
+        return;
+    }
+    /* The request's own fields first: a malformed step is bad_request whatever its episode. */
+    if (read_step_fields(c, p)) {
+        free_pending(p);
+        return;
+    }
+    pk_episode *e = pk_call_episode(c);
+    if (!e) {
+        free_pending(p);
+        return;
+    }
+    if (e->in_flight) {
+        pk_call_error(c, PK_E_BUSY, "episode %s has a step in flight; wait for its reply", e->id);
+        free_pending(p);
+        return;
+    }
+    if (e->done) {
+        pk_call_error(c, PK_E_EPISODE_DONE, "episode %s ended after %d turn(s); reset a new one",
+                      e->id, e->n_turns);
+        free_pending(p);
+        return;
+    }
+    p->env = c->env;
+    p->ep = e;
+    pk_parsed_action pa;
+    memset(&pa, 0, sizeof pa);
+    pk_error err;
+    if (pk_summarizer_parse_action(e->summarizer, p->turn.action, p->turn.summary, &pa, &err)) {
+        pk_call_error(c, PK_E_INTERNAL, "parsing the action: %s", err.message);
+        free_pending(p);
+        return;
+    }
+    free(p->turn.summary);
+    p->turn.summary = pa.summary;
+    p->turn.code = pa.code;
+    pa.summary = pa.code = NULL;
+    p->turn.started_at = pk_wall_time_s();
+    e->in_flight = p;
+    e->last_active_ms = pk_now_ms();
+    s->n.steps_in_flight++;
+    if (!pa.format_ok) {
+        /* Nothing to compile: the turn ends here with status format_error. */
+        pk_eval_result r;
+        pk_eval_result_init(&r);
+        r.status = PK_STATUS_FORMAT_ERROR;
+        snprintf(r.reason, sizeof r.reason, "%s", pa.format_error);
+        pk_parsed_action_free(&pa);
+        s->n.steps_in_flight--;
+        complete_step(s, p, &r);
+        pk_eval_result_free(&r);
+        return;
+    }
+    pk_parsed_action_free(&pa);
+    pk_eval_opts opts = e->eval;
+    if (e->has_seed)
+        opts.seed = splitmix64((uint64_t)e->seed ^ splitmix64((uint64_t)e->n_turns + 1));
+    uint64_t ticket;
+    int rc = pk_scheduler_submit(s->sched, e->problem, p->turn.code, &opts, p, &ticket, &err);
+    if (rc) {
+        e->in_flight = NULL;
+        s->n.steps_in_flight--;
+        free_pending(p);
+        pk_call_error(c, rc == PK_ERR_OVERLOADED ? PK_E_OVERLOADED : PK_E_INTERNAL, "%s",
+                      err.message);
+    }
+}

@@ -1,0 +1,384 @@
+/* The server: one thread polls the ROUTER socket (requests) and the scheduler's completion
+ * socket, so evaluation never blocks request handling. */
+#include "server.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "pk_client.h"
+#include "pk_summarizer.h"
+
+#define BATCH 256 /* messages handled per socket per poll round, for fairness */
+#define EXPIRY_PERIOD_MS 1000.0
+
+void pk_server_opts_default(pk_server_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->problems_dir = PK_DEFAULT_PROBLEMS_DIR;
+    o->modules_dir = PK_DEFAULT_MODULES_DIR;
+    o->templates_dir = NULL; /* the summarizer's default: the source tree's templates */
+    o->data_dir = "./pkgym-data";
+    o->max_action_bytes = 1u << 20;
+    o->max_episodes = 4096;
+    o->episode_idle_s = 3600;
+    o->max_turns_limit = 64;
+    o->queue_limit = 1024;
+    o->n_gpus = -1;
+    o->shutdown_grace_ms = 10000;
+}
+
+json_t *pk_error_body(const char *code, const char *message) {
+    return json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", code, "message", message);
+}
+
+static void send_encoded(pk_server *s, const pk_envelope *env, const msgpack_object *id,
+                         const char *id_raw, size_t id_len, json_t *body) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (!body)
+        body = pk_error_body(PK_E_INTERNAL, "out of memory building the reply");
+    if (!json_object_get(body, "ok"))
+        json_object_set_new(body, "ok", json_true());
+    int has_id = id || id_raw;
+    int bad = msgpack_pack_map(&pk, json_object_size(body) + (has_id ? 1 : 0));
+    if (!bad && has_id) {
+        bad = msgpack_pack_str(&pk, 2) || msgpack_pack_str_body(&pk, "id", 2);
+        if (!bad)
+            bad = id ? msgpack_pack_object(&pk, *id) : msgpack_sbuffer_write(&sb, id_raw, id_len);
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(body, key, val) {
+        size_t n = strlen(key);
+        if (!bad)
+            bad = msgpack_pack_str(&pk, n) || msgpack_pack_str_body(&pk, key, n) ||
+                  pk_msgpack_pack_json(&pk, val);
+    }
+    if (!bad && pk_transport_send(s->router, env, sb.data, sb.size) != 0)
+        fprintf(stderr, "pkgym serve: send failed: %s\n", zmq_strerror(zmq_errno()));
+    if (bad)
+        fprintf(stderr, "pkgym serve: could not encode a reply\n");
+    msgpack_sbuffer_destroy(&sb);
+    json_decref(body);
+}
+
+void pk_server_reply(pk_server *s, const pk_envelope *env, const char *id_raw, size_t id_len,
+                     json_t *body) {
+    send_encoded(s, env, NULL, id_raw, id_len, body);
+}
+
+void pk_call_ok(pk_call *c, json_t *body) {
+    send_encoded(c->s, &c->env, c->req ? c->req->id : NULL, NULL, 0, body);
+}
+
+void pk_call_error(pk_call *c, const char *code, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (strcmp(code, PK_E_BAD_REQUEST) == 0)
+        c->s->n.bad_requests++;
+    pk_call_ok(c, pk_error_body(code, msg));
+}
+
+static const struct {
+    const char *name;
+    void (*run)(pk_call *c);
+} ops[] = {
+    {"hello", pk_op_hello},
+    {"list_problems", pk_op_list_problems},
+    {"get_problem", pk_op_get_problem},
+    {"reset", pk_op_reset},
+    {"step", pk_op_step},
+    {"close", pk_op_close},
+    {"trajectory", pk_op_trajectory},
+    {"stats", pk_op_stats},
+};
+
+/* Handles one request; returns -1 when the socket has nothing more to read. */
+static int serve_one(pk_server *s) {
+    pk_call call = {.s = s};
+    zmq_msg_t body;
+    zmq_msg_init(&body);
+    int r = pk_transport_recv(s->router, &call.env, &body);
+    if (r < 0) {
+        zmq_msg_close(&body);
+        return -1;
+    }
+    s->n.requests++;
+    if (r == 1) {
+        if (call.env.n > 0)
+            pk_call_error(&call, PK_E_BAD_REQUEST,
+                          "expected the envelope and then one frame holding a msgpack map");
+        zmq_msg_close(&body);
+        return 0;
+    }
+    pk_request req;
+    pk_error err;
+    pk_error_clear(&err);
+    int rc = pk_request_decode(&req, zmq_msg_data(&body), zmq_msg_size(&body), s->max_request_bytes,
+                               &err);
+    call.req = &req;
+    if (rc) {
+        pk_call_error(&call, PK_E_BAD_REQUEST, "%s", err.message);
+    } else {
+        size_t i;
+        for (i = 0; i < sizeof ops / sizeof *ops; i++)
+            if (strcmp(ops[i].name, req.op) == 0)
+                break;
+        if (i < sizeof ops / sizeof *ops)
+            ops[i].run(&call);
+        else
+            pk_call_error(&call, PK_E_UNKNOWN_OP, "unknown op '%s'", req.op);
+    }
+    pk_request_free(&req);
+    zmq_msg_close(&body);
+    return 0;
+}
+
+/* Returns -1 when no completion is waiting. */
+static int take_completion(pk_server *s) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, s->done_pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+    }
+    pk_completion *done = NULL;
+    if (zmq_msg_size(&m) == sizeof done)
+        memcpy(&done, zmq_msg_data(&m), sizeof done);
+    zmq_msg_close(&m);
+    if (done)
+        pk_server_on_completion(s, done);
+    else
+        fprintf(stderr, "pkgym serve: ignored a malformed completion frame\n");
+    return 0;
+}
+
+/* Closes episodes idle for longer than the limit (their trajectories stay in the store). */
+static void expire_idle(pk_server *s, double now) {
+    double limit_ms = s->opts.episode_idle_s * 1000.0;
+    for (size_t b = 0; b < PK_EPISODE_BUCKETS; b++) {
+        pk_episode *e = s->episodes.bucket[b];
+        while (e) {
+            pk_episode *next = e->next;
+            if (!e->in_flight && now - e->last_active_ms > limit_ms) {
+                pk_episode_remove(&s->episodes, e);
+                pk_episode_free(e);
+                s->n.episodes_expired++;
+            }
+            e = next;
+        }
+    }
+}
+
+static void fail_unfinished(pk_server *s) {
+    for (size_t b = 0; b < PK_EPISODE_BUCKETS; b++) {
+        for (pk_episode *e = s->episodes.bucket[b]; e; e = e->next) {
+            pk_pending_step *p = e->in_flight;
+            if (!p)
+                continue;
+            pk_server_reply(
+                s, &p->env, p->id_raw, p->id_len,
+                pk_error_body(PK_E_INTERNAL, "the server stopped before this step was evaluated"));
+            e->in_flight = NULL;
+            free(p->id_raw);
+            pk_turn_record_free(&p->turn);
+            free(p);
+            s->n.steps_in_flight--;
+        }
+    }
+}
+
+int pk_server_run(pk_server *s) {
+    double next_expiry = pk_now_ms() + EXPIRY_PERIOD_MS;
+    while (!*s->stop) {
+        zmq_pollitem_t items[2] = {{s->router, 0, ZMQ_POLLIN, 0}, {s->done_pull, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 2, 250);
+        if (n < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            fprintf(stderr, "pkgym serve: poll: %s\n", zmq_strerror(zmq_errno()));
+            break;
+        }
+        /* Completions first: they free episode slots and reply to waiting steps. */
+        for (int i = 0; i < BATCH && (items[1].revents & ZMQ_POLLIN); i++)
+            if (take_completion(s) < 0)
+                break;
+        for (int i = 0; i < BATCH && (items[0].revents & ZMQ_POLLIN); i++)
+            if (serve_one(s) < 0)
+                break;
+        double now = pk_now_ms();
+        if (now >= next_expiry) {
+            expire_idle(s, now);
+            next_expiry = now + EXPIRY_PERIOD_MS;
+        }
+    }
+    fprintf(stderr, "pkgym serve: stopping: %llu step(s) in flight, grace %d ms\n",
+            (unsigned long long)s->n.steps_in_flight, s->opts.shutdown_grace_ms);
+    /* Stop accepting (the ROUTER is no longer read), let the scheduler finish or cancel its
+     * jobs, answer every step from their completions, then flush the store. */
+    if (s->sched)
+        pk_scheduler_shutdown(s->sched, s->opts.shutdown_grace_ms);
+    while (take_completion(s) == 0)
+        ;
+    fail_unfinished(s);
+    return 0;
+}
+
+static int bind_all(pk_server *s, pk_error *err) {
+    for (int i = 0; i < s->opts.n_binds; i++) {
+        if (zmq_bind(s->router, s->opts.binds[i]) != 0)
+            return pk_error_set(err, PK_ERR_IO, "cannot bind %s: %s", s->opts.binds[i],
+                                zmq_strerror(zmq_errno()));
+    }
+    return PK_OK;
+}
+
+static int load_json_file(const char *path, json_t **out, pk_error *err) {
+    json_error_t je;
+    *out = json_load_file(path, 0, &je);
+    if (!*out)
+        return pk_error_set(err, PK_ERR_INVALID, "%s:%d: %s", path, je.line, je.text);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return pk_error_set(err, PK_ERR_INVALID, "%s: must hold a JSON object", path);
+    }
+    return PK_OK;
+}
+
+static int init_settings(pk_server *s, pk_error *err) {
+    pk_reward_config_default(&s->reward_default);
+    if (s->opts.reward_config_path) {
+        char *text;
+        size_t len;
+        int rc = pk_read_file(s->opts.reward_config_path, &text, &len, err);
+        if (rc)
+            return rc;
+        rc = pk_reward_config_merge_json(&s->reward_default, text, err);
+        free(text);
+        if (rc)
+            return rc;
+    }
+    if (s->opts.feedback_config_path) {
+        int rc = load_json_file(s->opts.feedback_config_path, &s->feedback_default, err);
+        if (rc)
+            return rc;
+    } else {
+        s->feedback_default = json_object();
+    }
+    /* Fail at start, not at the first reset, when the feedback settings are wrong. */
+    char *fb = json_dumps(s->feedback_default, JSON_COMPACT);
+    pk_summarizer *probe = NULL;
+    int rc = fb ? pk_summarizer_create(fb, s->opts.templates_dir, &probe, err)
+                : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    free(fb);
+    pk_summarizer_free(probe);
+    return rc;
+}
+
+static int init_sockets(pk_server *s, pk_error *err) {
+    s->zctx = zmq_ctx_new();
+    if (!s->zctx)
+        return pk_error_set(err, PK_ERR_SYSTEM, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    s->router = zmq_socket(s->zctx, ZMQ_ROUTER);
+    s->done_pull = zmq_socket(s->zctx, ZMQ_PULL);
+    if (!s->router || !s->done_pull)
+        return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    /* Frames far beyond the request limit are dropped by ZeroMQ before they are buffered;
+     * those up to 4x the limit still get a clear bad_request. */
+    int64_t maxmsg = (int64_t)s->max_request_bytes * 4;
+    int hwm = 100000, linger = 1000, unlimited = 0;
+    zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s->done_pull, ZMQ_RCVHWM, &unlimited, sizeof unlimited);
+    char done[96];
+    snprintf(done, sizeof done, "inproc://pkgym-done-%p", (void *)s);
+    if (zmq_bind(s->done_pull, done) != 0)
+        return pk_error_set(err, PK_ERR_SYSTEM, "bind %s: %s", done, zmq_strerror(zmq_errno()));
+    int rc = bind_all(s, err);
+    if (rc)
+        return rc;
+
+    pk_scheduler_opts so;
+    memset(&so, 0, sizeof so);
+    so.zmq_ctx = s->zctx;
+    so.done_endpoint = done;
+    so.compile_workers = s->opts.compile_workers;
+    so.queue_limit = s->opts.queue_limit;
+    int n_gpus = s->opts.n_gpus;
+    if (n_gpus < 0) {
+        n_gpus = (int)json_array_size(s->gpus);
+        if (n_gpus > PK_SCHED_MAX_GPUS)
+            n_gpus = PK_SCHED_MAX_GPUS;
+        for (int i = 0; i < n_gpus; i++)
+            so.gpus[i] = i;
+    } else {
+        memcpy(so.gpus, s->opts.gpus, sizeof so.gpus);
+    }
+    so.n_gpus = n_gpus;
+    char *cache = pk_path_join(s->opts.data_dir, "cache");
+    so.cache_dir = cache;
+    rc = pk_scheduler_create(&so, &s->sched, err);
+    free(cache);
+    return rc;
+}
+
+int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t *stop,
+                   pk_error *err) {
+    memset(s, 0, sizeof *s);
+    s->opts = *o;
+    s->stop = stop;
+    s->started_ms = pk_now_ms();
+    s->max_request_bytes = o->max_action_bytes + (256u << 10);
+    int rc = pk_problem_set_load(o->problems_dir, o->modules_dir, &s->problems, err);
+    if (rc)
+        return rc;
+    if ((rc = init_settings(s, err)))
+        return rc;
+    if ((rc = pk_mkdir_p(o->data_dir, err)))
+        return rc;
+    char *db = pk_path_join(o->data_dir, "trajectories.sqlite");
+    rc = db ? pk_store_open(db, &s->store, err) : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    free(db);
+    if (rc)
+        return rc;
+    s->gpus = pk_gpu_list_json();
+    return init_sockets(s, err);
+}
+
+void pk_server_free(pk_server *s) {
+    for (size_t b = 0; b < PK_EPISODE_BUCKETS; b++) {
+        pk_episode *e = s->episodes.bucket[b];
+        while (e) {
+            pk_episode *next = e->next;
+            pk_episode_free(e);
+            e = next;
+        }
+        s->episodes.bucket[b] = NULL;
+    }
+    if (s->sched)
+        pk_scheduler_free(s->sched);
+    if (s->router)
+        zmq_close(s->router);
+    if (s->done_pull)
+        zmq_close(s->done_pull);
+    if (s->zctx)
+        zmq_ctx_term(s->zctx);
+    if (s->store)
+        pk_store_close(s->store);
+    pk_problem_set_free(s->problems);
+    json_decref(s->feedback_default);
+    json_decref(s->gpus);
+    memset(s, 0, sizeof *s);
+}

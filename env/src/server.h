@@ -1,0 +1,129 @@
+/* The environment server's internals: options, state, and the per-op handlers. */
+#ifndef PK_ENV_SERVER_H
+#define PK_ENV_SERVER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "episodes.h"
+#include "pk_common.h"
+#include "pk_problems.h"
+#include "pk_reward.h"
+#include "pk_scheduler.h"
+#include "pk_store.h"
+#include "request.h"
+#include "transport.h"
+
+#define PK_MAX_BINDS 8
+
+typedef struct pk_server_opts {
+    const char *binds[PK_MAX_BINDS];
+    int n_binds;
+    const char *problems_dir;
+    const char *modules_dir;
+    const char *data_dir;
+    const char *templates_dir;
+    const char *reward_config_path;   /* NULL: defaults */
+    const char *feedback_config_path; /* NULL: defaults */
+    size_t max_action_bytes;
+    int max_episodes;
+    double episode_idle_s;
+    int max_turns_limit;
+    int compile_workers;
+    int queue_limit;
+    int n_gpus; /* -1: every GPU NVML reports */
+    int gpus[PK_SCHED_MAX_GPUS];
+    int shutdown_grace_ms;
+} pk_server_opts;
+
+void pk_server_opts_default(pk_server_opts *o);
+
+typedef struct pk_server_counters {
+    uint64_t requests;
+    uint64_t bad_requests;
+    uint64_t steps_done;
+    uint64_t steps_in_flight;
+    uint64_t episodes_started;
+    uint64_t episodes_expired;
+    uint64_t store_errors;
+} pk_server_counters;
+
+typedef struct pk_server {
+    pk_server_opts opts;
+    size_t max_request_bytes;
+    void *zctx;
+    void *router;
+    void *done_pull;
+    pk_problem_set *problems;
+    pk_store *store;
+    pk_scheduler *sched;
+    pk_reward_config reward_default;
+    json_t *feedback_default; /* object */
+    json_t *gpus;             /* [{index, name, memory_mib}] */
+    pk_episode_table episodes;
+    pk_server_counters n;
+    double started_ms;
+    volatile sig_atomic_t *stop;
+} pk_server;
+
+/* One request being answered: where the reply goes and the id to echo. */
+typedef struct pk_call {
+    pk_server *s;
+    pk_envelope env;
+    const pk_request *req;
+} pk_call;
+
+int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t *stop,
+                   pk_error *err);
+/* Serves until *stop is set, then shuts down gracefully. */
+int pk_server_run(pk_server *s);
+void pk_server_free(pk_server *s);
+
+/* Replies. body: a JSON object, consumed; "ok" is added. */
+void pk_server_reply(pk_server *s, const pk_envelope *env, const char *id_raw, size_t id_len,
+                     json_t *body);
+void pk_call_ok(pk_call *c, json_t *body);
+void pk_call_error(pk_call *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+json_t *pk_error_body(const char *code, const char *message);
+
+/* Protocol error codes (docs/protocol.md). */
+#define PK_E_BAD_REQUEST "bad_request"
+#define PK_E_UNKNOWN_OP "unknown_op"
+#define PK_E_UNKNOWN_PROBLEM "unknown_problem"
+#define PK_E_UNKNOWN_EPISODE "unknown_episode"
+#define PK_E_EPISODE_DONE "episode_done"
+#define PK_E_BUSY "busy"
+#define PK_E_OVERLOADED "overloaded"
+#define PK_E_INTERNAL "internal"
+
+/* Op handlers: each replies exactly once, now or (step) when its evaluation completes. */
+void pk_op_hello(pk_call *c);
+void pk_op_list_problems(pk_call *c);
+void pk_op_get_problem(pk_call *c);
+void pk_op_stats(pk_call *c);
+void pk_op_reset(pk_call *c);
+void pk_op_step(pk_call *c);
+void pk_op_close(pk_call *c);
+void pk_op_trajectory(pk_call *c);
+/* A finished evaluation from the scheduler. */
+void pk_server_on_completion(pk_server *s, pk_completion *done);
+
+/* Finds the problem named by the required `problem` field, or replies with the error. */
+const pk_problem *pk_call_problem(pk_call *c);
+
+/* Finds the open episode named by the required `episode` field, or replies with the error. */
+pk_episode *pk_call_episode(pk_call *c);
+/* The episode's discounted returns, or null while it runs. */
+json_t *pk_returns_json(const pk_episode *e);
+
+/* JSON helpers. */
+json_t *pk_problem_detail_json(const pk_problem *p);
+json_t *pk_problem_summary_json(const pk_problem *p);
+json_t *pk_limits_json(const pk_server *s);
+/* Lists the GPUs through NVML, loaded at run time (empty array when there is none). */
+json_t *pk_gpu_list_json(void);
+
+#endif

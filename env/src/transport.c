@@ -1,0 +1,43 @@
+/* ROUTER framing (see transport.h). */
+#include "transport.h"
+
+#include <string.h>
+
+int pk_transport_recv(void *router, pk_envelope *env, zmq_msg_t *body) {
+    env->n = 0;
+    int bad = 0;
+    for (;;) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        if (zmq_msg_recv(&part, router, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&part);
+            return -1;
+        }
+        int more = zmq_msg_more(&part);
+        if (!more) {
+            if (bad || env->n == 0) {
+                zmq_msg_close(&part);
+                return 1;
+            }
+            zmq_msg_move(body, &part);
+            zmq_msg_close(&part);
+            return 0;
+        }
+        size_t len = zmq_msg_size(&part);
+        if (env->n < PK_MAX_ENVELOPE && len < PK_MAX_ENVELOPE_FRAME && !bad) {
+            memcpy(env->frame[env->n], zmq_msg_data(&part), len);
+            env->len[env->n++] = len;
+        } else {
+            bad = 1;
+            env->n = env->n > 0 ? 1 : 0; /* keep only the identity to route the error */
+        }
+        zmq_msg_close(&part);
+    }
+}
+
+int pk_transport_send(void *router, const pk_envelope *env, const void *data, size_t len) {
+    for (int i = 0; i < env->n; i++)
+        if (zmq_send(router, env->frame[i], env->len[i], ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+            return -1;
+    return zmq_send(router, data, len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
+}

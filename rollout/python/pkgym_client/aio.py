@@ -1,0 +1,63 @@
+"""asyncio client: many requests in flight over one DEALER socket, replies matched by id."""
+import asyncio
+import itertools
+
+import zmq
+import zmq.asyncio
+
+from .client import DEFAULT_ENDPOINT, check, decode, encode
+
+
+class AsyncClient:
+    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout_s=600.0, context=None):
+        self._ctx = context or zmq.asyncio.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.connect(endpoint)
+        self._ids = itertools.count(1)
+        self._waiting = {}
+        self._reader = None
+        self.timeout_s = timeout_s
+
+    async def _read_replies(self):
+        while True:
+            frames = await self._sock.recv_multipart()
+            reply = decode(frames[-1])
+            fut = self._waiting.pop(reply.get("id"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(reply)
+
+    async def request(self, op, **fields):
+        """Sends one request and awaits its reply map (ok or not)."""
+        if self._reader is None:
+            self._reader = asyncio.ensure_future(self._read_replies())
+        rid = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = fut
+        await self._sock.send_multipart([b"", encode(dict(fields, op=op, id=rid))])
+        try:
+            return await asyncio.wait_for(fut, self.timeout_s)
+        finally:
+            self._waiting.pop(rid, None)
+
+    async def call(self, op, **fields):
+        return check(await self.request(op, **fields))
+
+    async def reset(self, problem, **fields):
+        return await self.call("reset", problem=problem,
+                               **{k: v for k, v in fields.items() if v is not None})
+
+    async def step(self, episode, action, summary=None):
+        fields = {"episode": episode, "action": action}
+        if summary is not None:
+            fields["summary"] = summary
+        return await self.call("step", **fields)
+
+    async def close(self):
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except asyncio.CancelledError:
+                pass
+        self._sock.close(0)

@@ -1,0 +1,101 @@
+"""Blocking client: one DEALER socket; each reply is matched to its request by id."""
+import itertools
+
+import msgpack
+import zmq
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+
+
+class ServerError(Exception):
+    """A reply with ok=false. code is one of the protocol's error codes."""
+
+    def __init__(self, code, message, reply=None):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.reply = reply
+
+
+def check(reply):
+    """Returns reply, or raises ServerError when it reports a failure."""
+    if not reply.get("ok"):
+        err = reply.get("error") or {}
+        raise ServerError(err.get("code", "internal"), err.get("message", ""), reply)
+    return reply
+
+
+def encode(request):
+    return msgpack.packb(request, use_bin_type=True)
+
+
+def decode(frame):
+    return msgpack.unpackb(frame, raw=False, strict_map_key=False)
+
+
+class Client:
+    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout_s=600.0, context=None):
+        self._ctx = context or zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.connect(endpoint)
+        self._ids = itertools.count(1)
+        self.timeout_s = timeout_s
+
+    def close(self):
+        self._sock.close(0)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def request(self, op, **fields):
+        """Sends one request and returns its reply map (ok or not)."""
+        rid = next(self._ids)
+        msg = dict(fields, op=op, id=rid)
+        self._sock.send_multipart([b"", encode(msg)])
+        while True:
+            if not self._sock.poll(int(self.timeout_s * 1000)):
+                raise TimeoutError(f"no reply to {op} within {self.timeout_s} s")
+            reply = decode(self._sock.recv_multipart()[-1])
+            if reply.get("id") == rid:
+                return reply
+            # a late reply to an earlier request that timed out: drop it
+
+    def call(self, op, **fields):
+        """Like request, but raises ServerError on a failure reply."""
+        return check(self.request(op, **fields))
+
+    def hello(self):
+        return self.call("hello")
+
+    def list_problems(self, tags=None):
+        return self.call("list_problems", **({"tags": tags} if tags else {}))["problems"]
+
+    def get_problem(self, problem):
+        return self.call("get_problem", problem=problem)
+
+    def reset(self, problem, seed=None, max_turns=None, options=None, group=None):
+        fields = {"problem": problem}
+        for k, v in (("seed", seed), ("max_turns", max_turns), ("options", options),
+                     ("group", group)):
+            if v is not None:
+                fields[k] = v
+        return self.call("reset", **fields)
+
+    def step(self, episode, action, summary=None):
+        fields = {"episode": episode, "action": action}
+        if summary is not None:
+            fields["summary"] = summary
+        return self.call("step", **fields)
+
+    def close_episode(self, episode):
+        return self.call("close", episode=episode)
+
+    def trajectory(self, episode):
+        return self.call("trajectory", episode=episode)
+
+    def stats(self):
+        return self.call("stats")

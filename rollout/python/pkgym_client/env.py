@@ -1,0 +1,42 @@
+"""A Gymnasium-style view of one pkgym episode at a time."""
+from .client import Client
+
+
+class Env:
+    """reset(seed=None, options=None) -> (obs, info);
+    step(action) -> (obs, reward, terminated, truncated, info).
+
+    obs is a dict: {"prompt": str, "turn": 0} after reset, {"prompt", "feedback"} after step.
+    """
+
+    def __init__(self, problem, endpoint=None, max_turns=4, group=None, client=None):
+        self.problem = problem
+        self.max_turns = max_turns
+        self.group = group
+        self._own_client = client is None
+        self.client = client or (Client(endpoint) if endpoint else Client())
+        self.episode = None
+
+    def reset(self, seed=None, options=None):
+        if self.episode is not None:
+            self.client.close_episode(self.episode)
+        reply = self.client.reset(self.problem, seed=seed, max_turns=self.max_turns,
+                                  options=options, group=self.group)
+        self.episode = reply["episode"]
+        return reply["observation"], reply["info"]
+
+    def step(self, action, summary=None):
+        if self.episode is None:
+            raise RuntimeError("step before reset")
+        r = self.client.step(self.episode, action, summary)
+        return r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"]
+
+    def trajectory(self):
+        return self.client.trajectory(self.episode)
+
+    def close(self):
+        if self.episode is not None:
+            self.client.close_episode(self.episode)
+            self.episode = None
+        if self._own_client:
+            self.client.close()
