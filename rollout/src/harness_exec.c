@@ -47,6 +47,7 @@ static int compiled_ok(pk_job *job, const pk_eval_result *res) {
 
 static int compile(void *ctx, pk_sched_task *t) {
     harness_exec *h = ctx;
+    pk_eval_result_init(t->res);
     if (baseline_usable(h, t) && !h->remeasure_baseline && t->opts.baseline_us <= 0) {
         pk_baseline_key k = baseline_key(h, t);
         double us;

@@ -184,8 +184,8 @@ int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source
     int rc = s->exec.describe(s->exec.ctx, p, &world, &needs_gpu, err);
     if (rc)
         return rc;
-    if (opts && opts->n_gpus > 0)
-        world = opts->n_gpus; /* the job asks for a world size other than the default */
+    if (opts && opts->world_size > 0)
+        world = opts->world_size; /* one of the problem's other world sizes */
     if (needs_gpu && (world < 1 || world > s->opts.n_gpus))
         return pk_error_set(err, PK_ERR_UNSUPPORTED,
                             "this problem needs %d GPUs; the server has %d GPU slots", world,

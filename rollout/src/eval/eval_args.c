@@ -1,0 +1,176 @@
+/* `pkgym eval` options. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_eval_internal.h"
+
+void pk_eval_usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: pkgym eval --policy replay:DIR|cmd:PROGRAM [options]\n\n"
+        "Scripted multi-turn evaluation: G trajectories x T turns per problem, against a\n"
+        "running server (--server) or an embedded `pkgym serve` child on an ipc:// endpoint.\n\n"
+        "  --server ENDPOINT      a running server (default: start an embedded one)\n"
+        "  --serve-arg ARG        pass ARG to the embedded `pkgym serve`; repeatable\n"
+        "  --problems SEL         all | tag:TAG | suite:SUITE | ID[,ID...] (default all)\n"
+        "  -G, --trajectories N   trajectories per problem (default 4)\n"
+        "  -T, --turns N          turns per trajectory (default 4)\n"
+        "  --policy SPEC          replay:DIR: DIR/<suite>/<name>/turn<k>.md, or per trajectory\n"
+        "                         DIR/<suite>/<name>/traj<g>/turn<k>.md (1-based); a missing\n"
+        "                         turn ends the trajectory. cmd:PROGRAM: run by /bin/sh once\n"
+        "                         per turn, the observation as JSON on stdin {problem,\n"
+        "                         trajectory, turn, prompt, feedback}; its stdout is the action\n"
+        "  --out DIR              report directory (default ./pkgym-eval)\n"
+        "  --options JSON         reset options for every episode (e.g. "
+        "'{\"stop_on_correct\":true}')\n"
+        "  --k LIST               k values for pass@k, best@k, avg@k (default 1,G)\n"
+        "  --seed N               seed of every episode (default: the server's)\n"
+        "  --concurrency N        episodes open at once (default 64)\n"
+        "  --policy-jobs N        cmd policy processes at once (default 4)\n"
+        "  --step-timeout-s S     wait for one step's reply at most S (default 900)\n"
+        "  --policy-timeout-s S   one cmd policy call at most S (default 600)\n"
+        "  --transcript           print every step: status, reward, feedback, returns\n"
+        "  --quiet                no progress and no summary on stdout\n\n"
+        "Writes DIR/report.json, DIR/report.md and DIR/turn_scaling.svg. Exit status: 0 when\n"
+        "every trajectory ran, 3 when some stopped on an error, 2 on bad usage or no server.\n");
+}
+
+static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "pkgym eval: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
+                v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_seconds(const char *opt, const char *v, double *out) {
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || end == v || !(x > 0)) {
+        fprintf(stderr, "pkgym eval: %s wants a positive number of seconds, got '%s'\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_k(const char *v, pk_eval_args *a) {
+    char *copy = strdup(v);
+    int rc = copy ? 0 : -1;
+    a->n_k = 0;
+    for (char *save = NULL, *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
+         tok = strtok_r(NULL, ",", &save)) {
+        long k;
+        if (a->n_k >= PK_EVAL_MAX_K || parse_int("--k", tok, 1, 1000000, &k))
+            rc = -1;
+        else
+            a->k[a->n_k++] = (int)k;
+    }
+    free(copy);
+    return rc;
+}
+
+/* Default k list {1, G}; drops k > G (the estimators need k <= n). */
+static void settle_k(pk_eval_args *a) {
+    if (a->n_k == 0) {
+        a->k[a->n_k++] = 1;
+        if (a->trajectories > 1)
+            a->k[a->n_k++] = a->trajectories;
+    }
+    int n = 0;
+    for (int i = 0; i < a->n_k; i++)
+        if (a->k[i] <= a->trajectories)
+            a->k[n++] = a->k[i];
+        else
+            fprintf(stderr, "pkgym eval: k=%d > G=%d dropped\n", a->k[i], a->trajectories);
+    a->n_k = n;
+}
+
+static int flag(const char *a, const char *name) {
+    return strcmp(a, name) == 0;
+}
+
+int pk_eval_args_parse(int argc, char **argv, pk_eval_args *a) {
+    memset(a, 0, sizeof *a);
+    a->problems = "all";
+    a->trajectories = 4;
+    a->turns = 4;
+    a->out_dir = "pkgym-eval";
+    a->concurrency = 64;
+    a->policy_jobs = 4;
+    a->step_timeout_s = 900;
+    a->policy_timeout_s = 600;
+    a->seed = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (flag(o, "--help") || flag(o, "-h")) {
+            pk_eval_usage(stdout);
+            return 1;
+        }
+        if (flag(o, "--transcript")) {
+            a->transcript = 1;
+            continue;
+        }
+        if (flag(o, "--quiet")) {
+            a->quiet = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "pkgym eval: unknown option or missing value: %s\n", o);
+            return -1;
+        }
+        const char *v = argv[++i];
+        long n = 0;
+        int rc = 0;
+        if (flag(o, "--server"))
+            a->server = v;
+        else if (flag(o, "--serve-arg")) {
+            if (a->n_serve_args >= PK_EVAL_MAX_SERVE_ARGS) {
+                fprintf(stderr, "pkgym eval: at most %d --serve-arg\n", PK_EVAL_MAX_SERVE_ARGS);
+                return -1;
+            }
+            a->serve_args[a->n_serve_args++] = v;
+        } else if (flag(o, "--problems"))
+            a->problems = v;
+        else if (flag(o, "-G") || flag(o, "--trajectories"))
+            rc = parse_int(o, v, 1, 100000, &n), a->trajectories = (int)n;
+        else if (flag(o, "-T") || flag(o, "--turns"))
+            rc = parse_int(o, v, 1, 1000, &n), a->turns = (int)n;
+        else if (flag(o, "--policy"))
+            a->policy = v;
+        else if (flag(o, "--out"))
+            a->out_dir = v;
+        else if (flag(o, "--options"))
+            a->options = v;
+        else if (flag(o, "--k"))
+            rc = parse_k(v, a);
+        else if (flag(o, "--seed"))
+            rc = parse_int(o, v, 0, 0x7fffffffL, &n), a->seed = n;
+        else if (flag(o, "--concurrency"))
+            rc = parse_int(o, v, 1, 100000, &n), a->concurrency = (int)n;
+        else if (flag(o, "--policy-jobs"))
+            rc = parse_int(o, v, 1, 1024, &n), a->policy_jobs = (int)n;
+        else if (flag(o, "--step-timeout-s"))
+            rc = parse_seconds(o, v, &a->step_timeout_s);
+        else if (flag(o, "--policy-timeout-s"))
+            rc = parse_seconds(o, v, &a->policy_timeout_s);
+        else {
+            fprintf(stderr, "pkgym eval: unknown option: %s (see --help)\n", o);
+            return -1;
+        }
+        if (rc)
+            return -1;
+    }
+    if (!a->policy) {
+        fprintf(stderr, "pkgym eval: --policy replay:DIR or cmd:PROGRAM is required\n");
+        return -1;
+    }
+    settle_k(a);
+    return 0;
+}
