@@ -59,7 +59,7 @@ int pk_cmd_sandbox(int argc, char **argv) {
     const char *ro[SB_CLI_MAX_LIST], *rw[SB_CLI_MAX_LIST], *env_add[SB_CLI_MAX_LIST + 1];
     int n_env = 0;
     int i = 1;
-    for (; i < argc; i++) {
+    while (i < argc) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n = 0;
         int rc = 0;
@@ -121,7 +121,7 @@ int pk_cmd_sandbox(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
-        i++; /* every option takes a value */
+        i += 2; /* every option takes a value */
     }
     if (i >= argc) {
         fprintf(stderr, "pkgym sandbox: no command given after --\n");

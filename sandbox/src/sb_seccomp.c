@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const sb_denied[] = {
@@ -49,6 +50,29 @@ static int build_filter(scmp_filter_ctx ctx) {
     }
     if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0))
         return -1;
+    /* No setuid or setgid files: the command is host uid 0 without capabilities, and such a
+     * file left in the work dir would be a root setuid binary on the host. */
+    static const struct {
+        const char *name;
+        unsigned arg;
+    } mode_calls[] = {{"chmod", 1},  {"fchmod", 1}, {"fchmodat", 2}, {"open", 2},
+                      {"openat", 3}, {"creat", 1},  {"mknod", 1},    {"mknodat", 2}};
+    for (size_t i = 0; i < sizeof mode_calls / sizeof *mode_calls; i++) {
+        int nr = seccomp_syscall_resolve_name(mode_calls[i].name);
+        for (int bit = 0; nr != __NR_SCMP_ERROR && bit < 2; bit++) {
+            scmp_datum_t m = bit ? S_ISGID : S_ISUID;
+            if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+                                 SCMP_CMP(mode_calls[i].arg, SCMP_CMP_MASKED_EQ, m, m)))
+                return -1;
+        }
+    }
+    /* Calls whose mode or flags sit in a struct the filter cannot read: libc falls back. */
+    if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0))
+        return -1;
+#ifdef __x86_64__
+    if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), 452 /* fchmodat2 */, 0))
+        return -1;
+#endif
     for (size_t i = 0; i < sizeof sb_ns_flags / sizeof *sb_ns_flags; i++)
         if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                              SCMP_A0(SCMP_CMP_MASKED_EQ, sb_ns_flags[i], sb_ns_flags[i])))

@@ -193,6 +193,11 @@ def main():
     v = run("denied_syscalls")[1]
     expect("denied_syscalls", v, "ok")
     expect("view (pid/net namespaces, fds)", run("view")[1], "ok")
+    w, v = run("setuid_file")
+    expect("setuid_file", v, "ok")
+    for name in os.listdir(w):
+        if os.stat(os.path.join(w, name)).st_mode & 0o6000:
+            fail("setuid_file", f"{name} is setuid/setgid on the host")
 
     # GPU nodes: none without --gpus; with a fake device dir, only the assigned one.
     v = run("gpu_nodes")[1]
