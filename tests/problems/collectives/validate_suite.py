@@ -128,18 +128,31 @@ def check_manifest(pid):
 
 
 def check_loader(pkgym):
+    """The harness loader accepts every problem: `show --json` returns its meta.json and
+    `show` its prompt."""
+    before = len(errors)
     for pid in IDS:
-        r = subprocess.run([pkgym, "problems", "show", f"collectives/{pid}"],
+        where = f"pkgym problems show collectives/{pid}"
+        r = subprocess.run([pkgym, "problems", "show", f"collectives/{pid}", "--json"],
                            capture_output=True, text=True, timeout=60)
         out = r.stdout + r.stderr
         if r.returncode != 0 and "not built" in out:
             print("pkgym problems show: not built yet; the loader check did not run")
             return
-        if r.returncode != 0:
-            fail(f"pkgym problems show collectives/{pid}", f"exit {r.returncode}: {out[:300]}")
-        elif pid not in out:
-            fail(f"pkgym problems show collectives/{pid}", "output does not name the problem")
-    print(f"pkgym problems show: loaded {len(IDS)} problems")
+        try:
+            loaded = json.loads(r.stdout) if r.returncode == 0 else None
+        except ValueError:
+            loaded = None
+        disk = json.load(open(os.path.join(SUITE, pid, "meta.json")))
+        if loaded != disk:
+            fail(where + " --json", f"exit {r.returncode}, not the meta.json on disk: {out[:200]}")
+        r = subprocess.run([pkgym, "problems", "show", f"collectives/{pid}"],
+                           capture_output=True, text=True, timeout=60)
+        prompt = open(os.path.join(SUITE, pid, "prompt.md"), encoding="utf-8").read()
+        if r.returncode != 0 or r.stdout.strip() != prompt.strip():
+            fail(where, f"exit {r.returncode}, output is not prompt.md")
+    if len(errors) == before:
+        print(f"pkgym problems show: the loader accepts all {len(IDS)} problems")
 
 
 def main():
