@@ -10,7 +10,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
-            "                   [--skip-timing] [--reference] [--keep]\n\n"
+            "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
@@ -88,6 +88,8 @@ int pk_cmd_check(int argc, char **argv) {
             id = argv[++i];
         } else if (!strcmp(a, "--trials") && v) {
             o.trials = atoi(argv[++i]);
+        } else if (!strcmp(a, "--timeout-ms") && v) {
+            o.run_timeout_ms = atoi(argv[++i]);
         } else if (!strcmp(a, "--world-size") && v) {
             o.world_size = atoi(argv[++i]);
         } else if (!strcmp(a, "--seed") && v) {

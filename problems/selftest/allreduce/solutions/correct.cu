@@ -1,0 +1,22 @@
+// Correct: pairwise exchange with every peer, then local sums (exact for these inputs).
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pk_ctx.h"
+
+extern "C" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {
+    MPI_Comm comm = (MPI_Comm)ctx->mpi_comm;
+    memcpy(y, x, n * sizeof *y);
+    float *tmp = (float *)malloc(n * sizeof *tmp);
+    for (int p = 0; p < ctx->world_size; p++) {
+        if (p == ctx->rank)
+            continue;
+        MPI_Sendrecv(x, (int)n, MPI_FLOAT, p, 0, tmp, (int)n, MPI_FLOAT, p, 0, comm,
+                     MPI_STATUS_IGNORE);
+        for (size_t i = 0; i < n; i++)
+            y[i] += tmp[i];
+    }
+    free(tmp);
+    return 0;
+}

@@ -1,0 +1,16 @@
+// The C++ view of pk_ctx, for test_ctx_layout.c.
+#include <cstddef>
+
+#include "candidate/pk_ctx.h"
+
+extern "C" size_t pk_test_ctx_layout_cxx(int field) {
+    const size_t cxx[] = {offsetof(pk_ctx, stream),
+                          offsetof(pk_ctx, comm),
+                          offsetof(pk_ctx, peer_base),
+                          offsetof(pk_ctx, window),
+                          offsetof(pk_ctx, lsa_barrier_count),
+                          offsetof(pk_ctx, dev_comm),
+                          offsetof(pk_ctx, mpi_comm),
+                          sizeof(pk_ctx)};
+    return field >= 0 && field < (int)(sizeof cxx / sizeof *cxx) ? cxx[field] : 0;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""Runs every submission listed in problems/*/*/solutions/expected.json through
+`pkgym check --json` and compares the verdict with the manifest.
+
+usage: run_manifest.py (--host | --gpu) [manifest...]
+  --host: problems with "device": "host" (CI); --gpu: device problems (exit 77 without a GPU).
+Manifest: {"problem": ID, "solutions": [entry...]} or {FILE: entry...} (problem taken from
+the directory). Entry keys: file, status (a name or a list of accepted names), and optionally
+rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
+world_size, trials, run_timeout_ms, gpus, skip_timing.
+"""
+import concurrent.futures
+import glob
+import json
+import os
+import subprocess
+import sys
+
+PKGYM = os.environ.get("PKGYM")
+SRC = os.environ.get("PK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def problem_device(problem_id):
+    with open(os.path.join(SRC, "problems", problem_id, "meta.json")) as f:
+        return json.load(f).get("device", "gpu")
+
+
+def run_one(problem, sol_dir, entry):
+    cmd = [PKGYM, "check", "--problem", problem, os.path.join(sol_dir, entry["file"]), "--json"]
+    for key, flag in (("world_size", "--world-size"), ("trials", "--trials"),
+                      ("run_timeout_ms", "--timeout-ms"), ("gpus", "--gpus")):
+        if key in entry:
+            cmd += [flag, str(entry[key])]
+    if entry.get("skip_timing"):
+        cmd.append("--skip-timing")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    label = "%s %s%s" % (problem, entry["file"],
+                         " (world %d)" % entry["world_size"] if "world_size" in entry else "")
+    if proc.returncode != 0:
+        return label, ["pkgym check exited %d: %s" % (proc.returncode, proc.stderr[-500:])], None
+    res = json.loads(proc.stdout)
+    errors = []
+    statuses = entry["status"] if isinstance(entry["status"], list) else [entry["status"]]
+    if res["status"] not in statuses:
+        errors.append("status %s, expected %s (reason: %s)" %
+                      (res["status"], entry["status"], res["reason"]))
+    if "rule" in entry and res["status"] == "rejected" and res["rule"] != entry["rule"]:
+        errors.append("rule %r, expected %r" % (res["rule"], entry["rule"]))
+    if "hung_ranks" in entry and res["hung_ranks"] != entry["hung_ranks"]:
+        errors.append("hung ranks %s, expected %s" % (res["hung_ranks"], entry["hung_ranks"]))
+    missing = set(entry.get("hung_ranks_include", [])) - set(res["hung_ranks"])
+    if res["status"] == "timeout" and missing:
+        errors.append("hung ranks %s lack %s" % (res["hung_ranks"], sorted(missing)))
+    if entry.get("inputs_modified") and not any(t["inputs_modified"] for t in res["trials"]):
+        errors.append("no trial reports inputs_modified")
+    if "failing_trial" in entry:
+        failing = [i for i, t in enumerate(res["trials"]) if not t["passed"]]
+        if failing[:1] != [entry["failing_trial"]]:
+            errors.append("first failing trial %s, expected %d" % (failing[:1], entry["failing_trial"]))
+    if "stdout_contains" in entry and entry["stdout_contains"] not in (res["stdout_tail"] or ""):
+        errors.append("stdout tail lacks %r" % entry["stdout_contains"])
+    if res["status"] == "correct" and not (res["trials"] and all(t["passed"] for t in res["trials"])):
+        errors.append("correct without passing trials")
+    return label, errors, res
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "--host"
+    manifests = sys.argv[2:] or sorted(glob.glob(os.path.join(SRC, "problems", "*", "*", "solutions", "expected.json")))
+    want_device = "gpu" if mode == "--gpu" else "host"
+    jobs = []
+    for path in manifests:
+        with open(path) as f:
+            m = json.load(f)
+        sol_dir = os.path.dirname(path)
+        problem = m.get("problem") or "/".join(sol_dir.split(os.sep)[-3:-1])
+        if problem_device(problem) != want_device:
+            continue
+        # Two forms: {"problem": ID, "solutions": [{"file": F, ...}]} or {F: {...}}.
+        entries = m["solutions"] if "solutions" in m else [
+            dict(v, file=k) for k, v in m.items() if isinstance(v, dict)]
+        for entry in entries:
+            jobs.append((problem, sol_dir, entry))
+    if not jobs:
+        print("no %s manifests found" % want_device)
+        return 1
+    if want_device == "gpu" and not os.path.exists("/dev/nvidia0"):
+        print("no GPU: skipped")
+        return 77
+    workers = int(os.environ.get("PK_MANIFEST_JOBS", "2"))
+    failed = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        for label, errors, res in pool.map(lambda j: run_one(*j), jobs):
+            extra = ""
+            if res and res.get("has_timing"):
+                extra = " speedup %.3f" % res["speedup"]
+            if errors:
+                failed += 1
+                print("FAIL %s: %s" % (label, "; ".join(errors)))
+            else:
+                print("ok   %s -> %s%s%s" % (label, res["status"],
+                                            " (%s)" % res["rule"] if res["rule"] else "", extra))
+    print("%d/%d submissions gave the expected verdict" % (len(jobs) - failed, len(jobs)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

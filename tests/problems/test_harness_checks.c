@@ -1,0 +1,195 @@
+/* Result JSON, libelf symbol checks and the roofline floor. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pk_harness_internal.h"
+
+static void result_json_round_trip(void **state) {
+    (void)state;
+    pk_eval_result r, back;
+    pk_eval_result_init(&r);
+    r.status = PK_STATUS_INCORRECT;
+    snprintf(r.reason, sizeof r.reason, "trial 1: wrong");
+    pk_eval_result_add_check(&r, "symbols.entry_point", 1, "solution defined");
+    r.n_trials = 2;
+    r.trials[0].passed = 1;
+    r.trials[1].inputs_modified = 1;
+    r.trials[1].n_mismatch = 1;
+    r.trials[1].mismatch[0] = (pk_rank_mismatch){1, "y", 17, 2.5, -0.25};
+    r.has_timing = 1;
+    r.candidate.median_us = 123.5;
+    r.candidate.cv = 0.01;
+    r.speedup = 1.25;
+    r.world_size = 4;
+    r.n_hung = 1;
+    r.hung_ranks[0] = 3;
+    snprintf(r.launcher, sizeof r.launcher, "mpi");
+    r.stages.compile_ms = 812.5;
+    r.stdout_tail = strdup("hello");
+    char *json = pk_eval_result_to_json(&r);
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"status\":\"incorrect\""));
+    pk_error err;
+    assert_int_equal(pk_eval_result_from_json(json, &back, &err), PK_OK);
+    assert_int_equal(back.status, PK_STATUS_INCORRECT);
+    assert_string_equal(back.reason, r.reason);
+    assert_int_equal(back.n_checks, 1);
+    assert_string_equal(back.checks[0].name, "symbols.entry_point");
+    assert_int_equal(back.n_trials, 2);
+    assert_true(back.trials[1].inputs_modified);
+    assert_int_equal(back.trials[1].mismatch[0].index, 17);
+    assert_true(back.trials[1].mismatch[0].got == -0.25);
+    assert_true(back.candidate.median_us == 123.5);
+    assert_true(back.speedup == 1.25);
+    assert_int_equal(back.hung_ranks[0], 3);
+    assert_string_equal(back.launcher, "mpi");
+    assert_true(back.stages.compile_ms == 812.5);
+    assert_string_equal(back.stdout_tail, "hello");
+    assert_null(back.compile_log);
+    free(json);
+    pk_eval_result_free(&r);
+    pk_eval_result_free(&back);
+    assert_int_equal(pk_eval_result_from_json("{\"status\": \"great\"}", &back, &err),
+                     PK_ERR_INVALID);
+    assert_int_equal(pk_eval_result_from_json("[1]", &back, &err), PK_ERR_INVALID);
+}
+
+static void checks_list_is_bounded(void **state) {
+    (void)state;
+    pk_eval_result r;
+    pk_eval_result_init(&r);
+    for (int i = 0; i < PK_EVAL_MAX_CHECKS; i++)
+        assert_int_equal(pk_eval_result_add_check(&r, "c", 1, "%d", i), i);
+    assert_int_equal(pk_eval_result_add_check(&r, "c", 1, "full"), -1);
+}
+
+static pk_problem problem;
+
+static int elf_setup(void **state) {
+    (void)state;
+    memset(&problem, 0, sizeof problem);
+    problem.entry = "solution";
+    problem.signature = "int solution(...)";
+    problem.device_gpu = 1;
+    problem.forbidden_calls.n = 1;
+    problem.forbidden_calls.items[0] = "ncclAllReduce";
+    return 0;
+}
+
+static pk_eval_result check(const char *fixture) {
+    pk_eval_result r;
+    pk_eval_result_init(&r);
+    r.status = PK_STATUS_CORRECT; /* stands for "nothing fired yet" */
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.so", PK_FIXTURE_DIR, fixture);
+    pk_error err;
+    assert_int_equal(pk_elf_check(path, &problem, &r, &err), PK_OK);
+    return r;
+}
+
+static void elf_accepts_a_clean_object(void **state) {
+    (void)state;
+    pk_eval_result r = check("fx_ok");
+    assert_int_equal(r.status, PK_STATUS_CORRECT);
+    for (int i = 0; i < r.n_checks; i++)
+        assert_true(r.checks[i].passed);
+}
+
+static void elf_rejects_interposition(void **state) {
+    (void)state;
+    pk_eval_result r = check("fx_interpose");
+    assert_int_equal(r.status, PK_STATUS_REJECTED);
+    assert_string_equal(r.rule, "interposition");
+    assert_non_null(strstr(r.reason, "cudaEventElapsedTime"));
+}
+
+static void elf_rejects_forbidden_call(void **state) {
+    (void)state;
+    pk_eval_result r = check("fx_forbidden");
+    assert_int_equal(r.status, PK_STATUS_REJECTED);
+    assert_string_equal(r.rule, "forbidden_call");
+    assert_non_null(strstr(r.reason, "ncclAllReduce"));
+    problem.forbidden_calls.n = 0; /* the same object passes where the call is allowed */
+    r = check("fx_forbidden");
+    problem.forbidden_calls.n = 1;
+    assert_int_equal(r.status, PK_STATUS_CORRECT);
+}
+
+static void elf_rejects_unlisted_symbols(void **state) {
+    (void)state;
+    pk_eval_result r = check("fx_unknown");
+    assert_int_equal(r.status, PK_STATUS_REJECTED);
+    assert_string_equal(r.rule, "symbol_allowlist");
+    assert_non_null(strstr(r.reason, "getenv"));
+    assert_non_null(strstr(r.reason, "fopen"));
+}
+
+static void elf_requires_the_entry_point(void **state) {
+    (void)state;
+    pk_eval_result r = check("fx_noentry");
+    assert_int_equal(r.status, PK_STATUS_FORMAT_ERROR);
+    assert_non_null(strstr(r.reason, "solution"));
+}
+
+static void elf_reports_non_elf_files(void **state) {
+    (void)state;
+    pk_eval_result r;
+    pk_eval_result_init(&r);
+    pk_error err;
+    assert_int_not_equal(pk_elf_check(PK_PROBLEMS_SRC "/hardware.json", &problem, &r, &err), PK_OK);
+    assert_int_not_equal(pk_elf_check("/nonexistent.so", &problem, &r, &err), PK_OK);
+}
+
+static void symbol_patterns(void **state) {
+    (void)state;
+    assert_true(pk_symbol_matches("nccl*", "ncclAllReduce"));
+    assert_false(pk_symbol_matches("nccl*", "xnccl"));
+    assert_true(pk_symbol_matches("memcpy", "memcpy"));
+    assert_false(pk_symbol_matches("memcpy", "memcpy2"));
+}
+
+static void roofline_floor(void **state) {
+    (void)state;
+    pk_hw_peaks hw;
+    pk_error err;
+    assert_int_equal(pk_hw_peaks_find(PK_PROBLEMS_SRC "/hardware.json", "NVIDIA H200", &hw, &err),
+                     PK_OK);
+    assert_string_equal(hw.name, "H200");
+    assert_true(hw.nvlink_gbps > 400 && hw.hbm_tbps > 4);
+    assert_int_equal(pk_hw_peaks_find(PK_PROBLEMS_SRC "/hardware.json", "Tesla K80", &hw, &err),
+                     PK_ERR_NOT_FOUND);
+    pk_problem p;
+    memset(&p, 0, sizeof p);
+    p.n_phases = 2;
+    pk_problem_sizes sz;
+    memset(&sz, 0, sizeof sz);
+    pk_hw_peaks peaks = {"X", 1000, 4.0, 500};
+    sz.flops[0] = 1e12;       /* 1 ms of compute */
+    sz.hbm_bytes[0] = 2e9;    /* 0.5 ms of HBM */
+    sz.nvlink_bytes[1] = 1e9; /* 2 ms of NVLink */
+    assert_true(fabs(pk_roofline_us(&p, &sz, &peaks) - 3000.0) < 1e-6);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(result_json_round_trip),
+        cmocka_unit_test(checks_list_is_bounded),
+        cmocka_unit_test_setup(elf_accepts_a_clean_object, elf_setup),
+        cmocka_unit_test_setup(elf_rejects_interposition, elf_setup),
+        cmocka_unit_test_setup(elf_rejects_forbidden_call, elf_setup),
+        cmocka_unit_test_setup(elf_rejects_unlisted_symbols, elf_setup),
+        cmocka_unit_test_setup(elf_requires_the_entry_point, elf_setup),
+        cmocka_unit_test_setup(elf_reports_non_elf_files, elf_setup),
+        cmocka_unit_test(symbol_patterns),
+        cmocka_unit_test(roofline_floor),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

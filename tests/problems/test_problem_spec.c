@@ -1,0 +1,147 @@
+/* Loader, expressions and sizes of meta.json. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pk_expr.h"
+#include "pk_problem_spec.h"
+
+static long long eval(const char *text, int *rc, pk_error *err) {
+    const char *names[] = {"n", "world"};
+    const long long vals[] = {1000, 4};
+    long long v = -12345;
+    *rc = pk_expr_eval(text, names, vals, 2, &v, err);
+    return v;
+}
+
+static void expressions(void **state) {
+    (void)state;
+    pk_error err;
+    int rc;
+    assert_int_equal(eval("2*n*(world-1)", &rc, &err), 6000);
+    assert_int_equal(rc, PK_OK);
+    assert_int_equal(eval("1 + 2 * 3", &rc, &err), 7);
+    assert_int_equal(eval("(1 + 2) * 3", &rc, &err), 9);
+    assert_int_equal(eval("n / world - -1", &rc, &err), 251);
+    assert_int_equal(eval(" 42 ", &rc, &err), 42);
+    eval("n * m", &rc, &err);
+    assert_int_equal(rc, PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "unknown name 'm'"));
+    eval("n / (world - 4)", &rc, &err);
+    assert_non_null(strstr(err.message, "division by zero"));
+    eval("99999999999 * 99999999999", &rc, &err);
+    assert_non_null(strstr(err.message, "overflow"));
+    eval("(n + 1", &rc, &err);
+    assert_int_equal(rc, PK_ERR_INVALID);
+    eval("n 3", &rc, &err);
+    assert_non_null(strstr(err.message, "trailing"));
+    eval("", &rc, &err);
+    assert_int_equal(rc, PK_ERR_INVALID);
+}
+
+static void loads_selftest_allgather(void **state) {
+    (void)state;
+    pk_problem *p = NULL;
+    pk_error err;
+    int rc = pk_problem_load_dir(PK_PROBLEMS_SRC "/selftest/allgather", "selftest", "allgather",
+                                 "/mods", &p, &err);
+    assert_int_equal(rc, PK_OK);
+    assert_string_equal(pk_problem_id(p), "selftest/allgather");
+    assert_string_equal(pk_problem_entry(p), "solution");
+    assert_int_equal(pk_problem_needs_gpu(p), 0);
+    assert_string_equal(p->launcher, "mpi");
+    assert_int_equal(p->n_args, 2);
+    assert_int_equal(p->args[1].dtype, PK_DTYPE_I32);
+    assert_int_equal(p->args[1].role, PK_ARG_OUTPUT);
+    assert_true(pk_problem_has_tag(p, "selftest"));
+    assert_false(pk_problem_has_tag(p, "gpu-only"));
+    assert_string_equal(p->module_path, "/mods/pkprob_selftest_allgather.so");
+    assert_non_null(strstr(pk_problem_prompt(p), "solution"));
+    pk_problem_sizes sz;
+    assert_int_equal(pk_problem_sizes_at(p, 4, &sz, &err), PK_OK);
+    assert_int_equal(sz.counts[0], 16384);
+    assert_int_equal(sz.counts[1], 16384 * 4);
+    assert_int_equal(pk_problem_sizes_at(p, 3, &sz, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "world size 3"));
+    pk_problem_free(p);
+}
+
+/* Writes meta.json + prompt.md into a fresh dir and loads it. */
+static int load_text(const char *meta, pk_error *err, char *dir, size_t cap) {
+    snprintf(dir, cap, "/tmp/pk-test-spec-%d/bad", (int)getpid());
+    pk_mkdir_p(dir, err);
+    char *m = pk_path_join(dir, "meta.json"), *pr = pk_path_join(dir, "prompt.md");
+    pk_write_file(m, meta, strlen(meta), err);
+    pk_write_file(pr, "prompt", 6, err);
+    free(m);
+    free(pr);
+    pk_problem *p = NULL;
+    int rc = pk_problem_load_dir(dir, "t", "bad", NULL, &p, err);
+    pk_problem_free(p);
+    return rc;
+}
+
+#define BASE                                                                                       \
+    "\"id\": \"bad\", \"title\": \"t\", \"category\": \"Other\", \"device\": \"host\", "           \
+    "\"signature\": \"s\""
+
+static void rejects_malformed_meta(void **state) {
+    (void)state;
+    pk_error err;
+    char dir[256];
+    assert_int_equal(load_text("{" BASE ", \"args\": []}", &err, dir, sizeof dir), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "\"args\""));
+    assert_non_null(strstr(err.message, "meta.json"));
+    assert_int_equal(load_text("{" BASE ", \"args\": [{\"name\": \"x\", \"dtype\": \"f8\", "
+                               "\"role\": \"input\", \"count\": \"4\"}]}",
+                               &err, dir, sizeof dir),
+                     PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "dtype"));
+    assert_int_equal(load_text("{\"id\": \"bad\", \"title\": \"t\"}", &err, dir, sizeof dir),
+                     PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "category"));
+    assert_int_equal(load_text("{" BASE ", \"launcher\": \"fork\", \"args\": [{\"name\": \"x\", "
+                               "\"dtype\": \"f32\", \"role\": \"input\", \"count\": 4}]}",
+                               &err, dir, sizeof dir),
+                     PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "launcher"));
+    assert_int_equal(load_text("{ not json", &err, dir, sizeof dir), PK_ERR_INVALID);
+    assert_int_equal(load_text("{" BASE ", \"args\": [{\"name\": \"x\", \"dtype\": \"f32\", "
+                               "\"role\": \"input\", \"count\": 4}]}",
+                               &err, dir, sizeof dir),
+                     PK_OK);
+    char top[256];
+    snprintf(top, sizeof top, "/tmp/pk-test-spec-%d", (int)getpid());
+    pk_rm_rf(top);
+}
+
+static void loads_the_suite(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_PROBLEMS_SRC, "/mods", &set, &err), PK_OK);
+    assert_non_null(pk_problem_set_find(set, "selftest/allreduce"));
+    assert_non_null(pk_problem_set_find(set, "selftest/scale"));
+    assert_null(pk_problem_set_find(set, "selftest/nope"));
+    for (size_t i = 1; i < pk_problem_set_count(set); i++) /* sorted by id */
+        assert_true(strcmp(pk_problem_id(pk_problem_set_at(set, i - 1)),
+                           pk_problem_id(pk_problem_set_at(set, i))) < 0);
+    pk_problem_set_free(set);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(expressions),
+        cmocka_unit_test(loads_selftest_allgather),
+        cmocka_unit_test(rejects_malformed_meta),
+        cmocka_unit_test(loads_the_suite),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
