@@ -61,11 +61,13 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err) {
     argv[n++] = "-o";
     argv[n++] = job->so_path;
     argv[n] = NULL;
-    const char *env[] = {"PATH=" PK_CUDA_BIN ":/usr/bin:/bin", "HOME=/tmp", NULL};
+    const char *env[] = {"PATH=" PK_CUDA_BIN ":/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", NULL};
     pk_sandbox_opts so = {0};
     so.wall_ms = job->opts.compile_timeout_ms ? job->opts.compile_timeout_ms : 120000;
     so.workdir = job->dir;
     so.env = env;
+    so.ro = job->ro;
+    so.n_ro = job->n_ro;
     so.output_cap = 64 * 1024;
     pk_sandbox_result sr;
     double t0 = pk_now_ms();

@@ -63,6 +63,16 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     snprintf(job->so_path, sizeof job->so_path, "%s/candidate.so", job->dir);
     snprintf(job->result_path, sizeof job->result_path, "%s/result.msgpack", job->dir);
     pk_job_compile_flags(job, job->flags, sizeof job->flags);
+    /* The sandbox shows only the toolchain and system libraries: add the harness's files. */
+    snprintf(job->runner_dir, sizeof job->runner_dir, "%s", job->paths.runner);
+    char *slash = strrchr(job->runner_dir, '/');
+    if (slash && slash != job->runner_dir)
+        *slash = 0;
+    const char *ro[] = {job->runner_dir, job->paths.module_dir, job->paths.root,
+                        job->paths.include_dir};
+    for (size_t i = 0; i < sizeof ro / sizeof *ro; i++)
+        if (pk_path_exists(ro[i]))
+            job->ro[job->n_ro++] = ro[i];
     compute_key(job, source ? source : "");
     int rc = pk_mkdir_p(job->dir, err);
     if (rc == PK_OK && source)

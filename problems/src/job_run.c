@@ -6,13 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void gpu_list(const int *gpus, int n, int world, char *out, size_t cap) {
-    size_t used = 0;
-    out[0] = 0;
-    for (int i = 0; i < (n ? n : world) && used + 8 < cap; i++)
-        used += (size_t)snprintf(out + used, cap - used, "%s%d", i ? "," : "", n ? gpus[i] : i);
-}
-
 int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err) {
     if (job->failed)
         return PK_OK;
@@ -29,12 +22,10 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
         return pk_error_set(err, PK_ERR_INVALID, "%s: host problems need the mpi launcher", p->id);
     snprintf(res->launcher, sizeof res->launcher, "%s", launcher);
 
-    char world[8], trials[8], seed[24], visible[64], visible_env[96], module_arg[600];
+    char world[8], trials[8], seed[24], module_arg[600];
     snprintf(world, sizeof world, "%d", job->world);
     snprintf(trials, sizeof trials, "%d", job->trials);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)job->seed);
-    gpu_list(gpus, n_gpus, job->world, visible, sizeof visible);
-    snprintf(visible_env, sizeof visible_env, "CUDA_VISIBLE_DEVICES=%s", visible);
     snprintf(module_arg, sizeof module_arg, "%s", p->module_path ? p->module_path : "");
     char *argv[48];
     int n = 0;
@@ -76,37 +67,24 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
         argv[n++] = "--skip-timing";
     argv[n] = NULL;
 
-    char home[640], tmpdir[640], path_env[600], ld_env[1200];
-    snprintf(home, sizeof home, "HOME=%s", job->dir);
-    snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", job->dir);
-    snprintf(path_env, sizeof path_env, "PATH=%s", "/usr/local/bin:/usr/bin:/bin");
-    const char *ld = getenv("LD_LIBRARY_PATH");
-    snprintf(ld_env, sizeof ld_env, "LD_LIBRARY_PATH=%s%s%s", PK_CUDA_LIB, ld ? ":" : "",
-             ld ? ld : "");
-    const char *env[] = {home,
-                         tmpdir,
-                         path_env,
-                         ld_env,
-                         visible_env,
-                         "NCCL_NVLS_ENABLE=0",
-                         "NCCL_SOCKET_IFNAME=lo",
-                         "OMPI_ALLOW_RUN_AS_ROOT=1",
-                         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                         "OMPI_MCA_btl=self,vader",
-                         "ASAN_OPTIONS=detect_leaks=0",
-                         NULL};
+    /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
+     * NCCL_SOCKET_IFNAME=lo, NCCL_NVLS_ENABLE=0, Open MPI as root without CMA) plus ours. */
+    const char *env_add[] = {"NCCL_NVLS_ENABLE=0", "NCCL_SOCKET_IFNAME=lo",
+                             "OMPI_MCA_btl=self,vader", "ASAN_OPTIONS=detect_leaks=0", NULL};
     pk_sandbox_opts so = {0};
     so.wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
     so.workdir = job->dir;
-    so.env = env;
+    so.env_add = env_add;
+    so.ro = job->ro;
+    so.n_ro = job->n_ro;
     so.output_cap = 16 * 1024;
-    so.gpus = n_gpus ? gpus : NULL;
-    so.n_gpus = p->device_gpu ? job->world : 0;
+    so.n_gpus = 0;
     int default_gpus[PK_MAX_RANKS];
-    if (p->device_gpu && !n_gpus) {
+    if (p->device_gpu) {
         for (int i = 0; i < job->world; i++)
-            default_gpus[i] = i;
+            default_gpus[i] = n_gpus ? gpus[i] : i;
         so.gpus = default_gpus;
+        so.n_gpus = job->world;
     }
     pk_sandbox_result sr;
     int rc = pk_harness_spawn(&so, argv, &sr, err);

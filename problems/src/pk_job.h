@@ -13,6 +13,9 @@ struct pk_job {
     int trials;
     char dir[600], src_path[640], so_path[640], result_path[640];
     char flags[1024];
+    char runner_dir[512];
+    const char *ro[8]; /* read-only binds every sandbox of this job gets */
+    int n_ro;
     char compile_key[65];
     int failed;   /* a stage produced the final verdict */
     int compiled; /* an object passed the symbol checks */

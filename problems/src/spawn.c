@@ -1,8 +1,7 @@
-/* Runs the harness's child processes (nvcc, pk-runner) through the sandbox.
+/* Runs the harness's child processes (nvcc, pk-runner) through the sandbox (pk_sandbox_run).
  *
- * TEMPORARY: until pk_sandbox_run is built (sandbox/ is written concurrently), children run
- * directly in their own process group with the same wall limit and output capture; the
- * harness reports this in its stderr. Only this file changes when the sandbox lands. */
+ * PKGYM_UNSANDBOXED=1 runs them directly instead (own process group, same wall limit and
+ * output capture), for debugging the harness only; it says so on stderr every time. */
 #define _GNU_SOURCE
 #include "pk_harness_internal.h"
 
@@ -62,19 +61,30 @@ static void child(const pk_sandbox_opts *o, char *const argv[], int out_w, int e
     dup2(err_w, 2);
     if (o->workdir && chdir(o->workdir) != 0)
         _exit(127);
+    for (const char *const *e = o->env_add; e && *e; e++)
+        putenv((char *)*e);
+    if (o->n_gpus) { /* what the sandbox would set */
+        char list[64] = "";
+        for (int i = 0; i < o->n_gpus && i < 8; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? "," : "",
+                     o->gpus[i]);
+        setenv("CUDA_VISIBLE_DEVICES", list, 1);
+        setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+    }
     struct rlimit fs = {(rlim_t)(o->fsize_mb ? o->fsize_mb : 256) << 20,
                         (rlim_t)(o->fsize_mb ? o->fsize_mb : 256) << 20};
     setrlimit(RLIMIT_FSIZE, &fs);
-    if (o->env)
-        execve(argv[0], argv, (char *const *)o->env);
-    else
-        execv(argv[0], argv);
+    if (o->env) {
+        for (const char *const *e = o->env; *e; e++)
+            putenv((char *)*e);
+    }
+    execv(argv[0], argv);
     fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
     _exit(127);
 }
 
-int pk_harness_spawn(const pk_sandbox_opts *o, char *const argv[], pk_sandbox_result *res,
-                     pk_error *err) {
+static int spawn_direct(const pk_sandbox_opts *o, char *const argv[], pk_sandbox_result *res,
+                        pk_error *err) {
     memset(res, 0, sizeof *res);
     int out_p[2], err_p[2];
     if (pipe2(out_p, O_CLOEXEC) || pipe2(err_p, O_CLOEXEC))
@@ -145,7 +155,15 @@ int pk_harness_spawn(const pk_sandbox_opts *o, char *const argv[], pk_sandbox_re
 }
 
 void pk_harness_spawn_free(pk_sandbox_result *res) {
-    free(res->out);
-    free(res->err);
-    res->out = res->err = NULL;
+    pk_sandbox_result_free(res);
+}
+
+int pk_harness_spawn(const pk_sandbox_opts *o, char *const argv[], pk_sandbox_result *res,
+                     pk_error *err) {
+    const char *direct = getenv("PKGYM_UNSANDBOXED");
+    if (direct && strcmp(direct, "1") == 0) {
+        fprintf(stderr, "pkgym: PKGYM_UNSANDBOXED=1: running %s WITHOUT the sandbox\n", argv[0]);
+        return spawn_direct(o, argv, res, err);
+    }
+    return pk_sandbox_run(o, argv, res, err);
 }
