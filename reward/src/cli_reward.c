@@ -138,7 +138,7 @@ static int first_of_problem(const pk_ablation *a, int i) {
 }
 
 static void print_metrics(const pk_ablation *a, const reward_args *args) {
-    printf("\n%-20s %12s %7s %11s %9s %9s %9s %9s\n", "problem", "trajectories", "correct",
+    printf("\n%-24s %12s %7s %11s %9s %9s %9s %9s\n", "problem", "trajectories", "correct",
            "mean_best", "fast_p", "pass@k", "best@k", "avg@k");
     for (int i = 0; i < a->n_episodes; i++) {
         if (!first_of_problem(a, i))
@@ -147,10 +147,10 @@ static void print_metrics(const pk_ablation *a, const reward_args *args) {
         pk_error err = {0};
         const char *problem = a->episodes[i].problem_id;
         if (pk_ablation_problem_metrics(a, problem, args->k, args->p, &m, &err)) {
-            printf("%-20s %s\n", problem, err.message);
+            printf("%-24s %s\n", problem, err.message);
             continue;
         }
-        printf("%-20s %12d %7d %11.4f %9.4f %9.4f %9.4f %9.4f\n", problem, m.n, m.n_correct,
+        printf("%-24s %12d %7d %11.4f %9.4f %9.4f %9.4f %9.4f\n", problem, m.n, m.n_correct,
                m.mean_best_speedup, m.fast_p, m.pass_at_k, m.best_at_k, m.avg_at_k);
     }
     printf("(k = %d, p = %g; speedups against the config's baseline)\n", args->k, args->p);
@@ -185,7 +185,7 @@ static void print_table(const pk_ablation *a, const reward_args *args) {
     printf("pkgym reward: %d trajectories, %d turns; config: %s; normalize: %s; eps %g\n",
            a->n_episodes, turns, args->config ? args->config : "stored per trajectory",
            normalize_name(args->opts.normalize), args->opts.eps);
-    printf("%-20s %-20s %-12s %4s %-13s %8s %9s %9s %9s %9s %9s\n", "episode", "problem", "group",
+    printf("%-32s %-24s %-12s %4s %-13s %8s %9s %9s %9s %9s %9s\n", "episode", "problem", "group",
            "turn", "status", "speedup", "score", "return", "advantage", "online_s", "online_R");
     for (int i = 0; i < a->n_episodes; i++) {
         const pk_ablation_episode *e = &a->episodes[i];
@@ -194,16 +194,16 @@ static void print_table(const pk_ablation *a, const reward_args *args) {
             char online_r[32] = "-";
             if (e->finished)
                 snprintf(online_r, sizeof online_r, "%9.4f", u->online_return);
-            printf("%-20s %-20s %-12s %4d %-13s %8.4f %9.4f %9.4f %9.4f %9.4f %9s%s\n", e->id,
+            printf("%-32s %-24s %-12s %4d %-13s %8.4f %9.4f %9.4f %9.4f %9.4f %9s%s\n", e->id,
                    e->problem_id, e->group ? e->group : "-", u->turn, pk_status_name(u->status),
                    u->speedup, u->score, u->ret, u->advantage, u->online_score, online_r,
                    args->verify && u->mismatch ? "  MISMATCH" : "");
         }
     }
-    printf("\n%-20s %12s %6s %12s %12s\n", normalize_name(args->opts.normalize), "trajectories",
+    printf("\n%-24s %12s %6s %12s %12s\n", normalize_name(args->opts.normalize), "trajectories",
            "turns", "mean_return", "std_return");
     for (int k = 0; k < a->n_sets; k++)
-        printf("%-20s %12d %6d %12.6f %12.6f\n", a->sets[k].key, a->sets[k].n_trajectories,
+        printf("%-24s %12d %6d %12.6f %12.6f\n", a->sets[k].key, a->sets[k].n_trajectories,
                a->sets[k].n_turns, a->sets[k].mean, a->sets[k].std);
     print_metrics(a, args);
     printf("\nonline comparison: %d turn(s) differ; %d trajectory(ies) without online returns\n",
