@@ -256,9 +256,10 @@ static void supervise(sb_job *j, double start) {
                               {st_open ? j->status_fd : -1, POLLIN, 0},
                               {j->pidfd, POLLIN, 0},
                               {j->stdin_fd, POLLOUT, 0}};
-        int n = poll(p, 5, timeout);
-        if (n < 0 && errno != EINTR)
-            break;
+        if (poll(p, 5, timeout) < 0 && errno != EINTR && errno != EAGAIN) {
+            kill_job(j, SB_KILL_NONE); /* cannot supervise: end the job rather than leave it */
+            p[3].revents = POLLIN;
+        }
         if (p[0].revents && read_stream(j, &j->out))
             out_open = 0;
         if (p[1].revents && read_stream(j, &j->err))
@@ -280,9 +281,6 @@ static void supervise(sb_job *j, double start) {
         }
     }
     /* Init has been reaped, so every process of the namespace is gone: drain what is left. */
-    fcntl(j->out.fd, F_SETFL, O_NONBLOCK);
-    fcntl(j->err.fd, F_SETFL, O_NONBLOCK);
-    fcntl(j->status_fd, F_SETFL, O_NONBLOCK);
     if (out_open)
         read_stream(j, &j->out);
     if (err_open)
@@ -428,8 +426,11 @@ static void launch(sb_job *j, char *const argv[], const struct sock_fprog *prog,
     close(sync[1]);
     if (w != 1)
         kill_job(j, SB_KILL_NONE);
-    if (j->stdin_fd >= 0)
-        fcntl(j->stdin_fd, F_SETFL, O_NONBLOCK);
+    /* Our ends never block: a reader that blocked would stop the wall clock's enforcement. */
+    int ours[] = {j->out.fd, j->err.fd, j->status_fd, j->stdin_fd};
+    for (int i = 0; i < 4; i++)
+        if (ours[i] >= 0)
+            fcntl(ours[i], F_SETFL, fcntl(ours[i], F_GETFL) | O_NONBLOCK);
     supervise(j, start);
     res->wall_ms = pk_now_ms() - start;
     double cg_cpu = sb_cgroup_cpu_ms(&j->cg);
