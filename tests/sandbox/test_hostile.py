@@ -232,6 +232,23 @@ def main():
     if expect("missing command", v, "setup_error") and "execve" not in v["detail"]:
         fail("missing command", v["detail"])
 
+    # Unprivileged (as nobody), where the kernel lets users create user namespaces.
+    setpriv = shutil.which("setpriv")
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if setpriv else []
+    if os.geteuid() == 0 and setpriv and subprocess.run(
+            nobody + ["unshare", "--user", "--map-root-user", "true"]).returncode == 0:
+        for name, args, status in (("view", [], "ok"), ("segv", [], "signal"),
+                                   ("sleeper", ["--wall-ms", "300"], "timeout")):
+            p = subprocess.run(nobody + [CLI, "--ro", HOSTILE] + args + ["--", os.path.join(HOSTILE, name)],
+                               capture_output=True, timeout=60)
+            v = json.loads(p.stdout) if p.returncode == 0 else {"status": f"CLI rc {p.returncode}",
+                                                                  "exit_code": 0, "signal": 0,
+                                                                  "wall_ms": 0, "detail": p.stderr,
+                                                                  "stdout": "", "stderr": ""}
+            expect(f"unprivileged {name}", v, status)
+    else:
+        print("note: unprivileged runs not tested here (not root, no setpriv, or no user namespaces)")
+
     # The host is unchanged.
     time.sleep(0.2)
     for s in survivors():
