@@ -31,6 +31,8 @@ def run_one(problem, sol_dir, entry):
                       ("run_timeout_ms", "--timeout-ms"), ("gpus", "--gpus")):
         if key in entry:
             cmd += [flag, str(entry[key])]
+    if entry.get("status") == "timeout" and "run_timeout_ms" not in entry:
+        cmd += ["--timeout-ms", "15000"]  # a hang needs no minute-long wait to be named
     if entry.get("skip_timing"):
         cmd.append("--skip-timing")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
