@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "sb_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -197,10 +198,32 @@ static int wrap_error(pk_error *err, int rc, const char *what, const char *path)
     return pk_error_set(err, rc, "%s %.200s: %.300s", what, path, inner);
 }
 
+/* Only the capability nodes any user may open (MIG compute-instance access, mode 0444). The
+ * MIG config and monitor capabilities (0400) would let a job that is host uid 0 reconfigure
+ * the GPUs. */
+static int add_nvidia_caps(sb_plan *p, const char *devroot, pk_error *err) {
+    char dir[PATH_MAX], src[PATH_MAX + 256], dst[320];
+    snprintf(dir, sizeof dir, "%s/nvidia-caps", devroot);
+    DIR *d = opendir(dir);
+    if (!d)
+        return PK_OK;
+    int rc = add_op(p, SB_OP_MKDIR, NULL, "/dev/nvidia-caps", NULL, 1, err);
+    for (struct dirent *e; !rc && (e = readdir(d));) {
+        struct stat st;
+        snprintf(src, sizeof src, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || lstat(src, &st) || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode) ||
+            !(st.st_mode & S_IROTH))
+            continue;
+        snprintf(dst, sizeof dst, "/dev/nvidia-caps/%s", e->d_name);
+        rc = add_op(p, SB_OP_BIND_DEV, src, dst, NULL, 0, err);
+    }
+    closedir(d);
+    return rc;
+}
+
 static int add_devices(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err) {
     static const char *const basic[] = {"null", "zero", "full", "random", "urandom", NULL};
-    static const char *const gpu_ctl[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
-                                          "nvidia-caps", NULL};
+    static const char *const gpu_ctl[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", NULL};
     /* PKGYM_SANDBOX_DEVROOT lets tests stand in fake nvidia nodes on GPU-less hosts. */
     const char *devroot = getenv("PKGYM_SANDBOX_DEVROOT");
     char src[PATH_MAX], dst[64];
@@ -217,6 +240,8 @@ static int add_devices(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err) {
         if (stat(src, &st) == 0)
             rc = add_op(p, SB_OP_BIND_DEV, src, dst, NULL, S_ISDIR(st.st_mode), err);
     }
+    if (!rc && opts->n_gpus > 0)
+        rc = add_nvidia_caps(p, devroot ? devroot : "/dev", err);
     for (int i = 0; !rc && i < opts->n_gpus; i++) {
         if (opts->gpus[i] < 0 || opts->gpus[i] > 255)
             return pk_error_set(err, PK_ERR_INVALID, "bad GPU index %d", opts->gpus[i]);

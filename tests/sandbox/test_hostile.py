@@ -207,12 +207,18 @@ def main():
     os.mkdir(fake)
     for n in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
         open(os.path.join(fake, n), "w").close()
+    # Capability nodes: cap1 like MIG config (0400, root only), cap2 like an instance (0444).
+    os.mkdir(os.path.join(fake, "nvidia-caps"))
+    for n, mode in (("nvidia-cap1", 0o400), ("nvidia-cap2", 0o444)):
+        open(os.path.join(fake, "nvidia-caps", n), "w").close()
+        os.chmod(os.path.join(fake, "nvidia-caps", n), mode)
     env = dict(os.environ, PKGYM_SANDBOX_DEVROOT=fake)
     v = run("gpu_nodes", ["--gpus", "1"], env=env)[1]
     if expect("gpu_nodes (GPU 1 of fake 0,1)", v, "ok"):
         lines = set(v["stdout"].splitlines())
         for want in ("present /dev/nvidia1", "absent /dev/nvidia0", "present /dev/nvidiactl",
-                     "present /dev/nvidia-uvm", "absent /dev/nvidia-uvm-tools"):
+                     "present /dev/nvidia-uvm", "absent /dev/nvidia-uvm-tools",
+                     "absent /dev/nvidia-caps/nvidia-cap1", "present /dev/nvidia-caps/nvidia-cap2"):
             if want not in lines:
                 fail("gpu_nodes (GPU 1 of fake 0,1)", f"missing '{want}' in {sorted(lines)}")
     v = run("gpu_nodes", ["--gpus", "5"], env=env)[1]

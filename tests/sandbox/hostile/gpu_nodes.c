@@ -1,4 +1,5 @@
-/* Prints which NVIDIA device nodes exist inside ("present NAME" / "absent NAME"). */
+/* Prints which NVIDIA device nodes exist inside ("present NAME" / "absent NAME"), capability
+ * nodes included. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -8,8 +9,9 @@ int main(void) {
         snprintf(path, sizeof path, "/dev/nvidia%d", i);
         printf("%s %s\n", access(path, F_OK) == 0 ? "present" : "absent", path);
     }
-    const char *ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"};
-    for (int i = 0; i < 3; i++)
+    const char *ctl[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                         "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"};
+    for (int i = 0; i < 5; i++)
         printf("%s %s\n", access(ctl[i], F_OK) == 0 ? "present" : "absent", ctl[i]);
     return 0;
 }
