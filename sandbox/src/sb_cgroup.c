@@ -155,7 +155,8 @@ static void create_v2(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
     char parent[600];
     snprintf(parent, sizeof parent, "/sys/fs/cgroup%s", strcmp(path, "/") ? path : "");
     /* Fails with EBUSY when the parent holds processes (no-internal-process rule). */
-    write_str(parent, "cgroup.subtree_control", "+memory +pids +cpu");
+    write_str(parent, "cgroup.subtree_control", "+memory"); /* one by one: each may fail alone */
+    write_str(parent, "cgroup.subtree_control", "+pids");
     if (fmt(cg->mem, sizeof cg->mem, "%s/%s", parent, name) || mkdir(cg->mem, 0755)) {
         fmt(cg->note, sizeof cg->note, "cgroup v2 mkdir: %s", strerror(errno));
         cg->mem[0] = '\0';
