@@ -44,6 +44,7 @@ typedef struct pk_sandbox_opts {
     size_t stdin_len;
     const char *const *env_add; /* NULL-terminated "NAME=VALUE"s added to env or the default
                                    (NCCL_NVLS_ENABLE stays 0 whatever they say) */
+    int keep_tail; /* keep the last output_cap bytes of each stream instead of the first */
 } pk_sandbox_opts;
 
 typedef struct pk_sandbox_result {
@@ -53,7 +54,7 @@ typedef struct pk_sandbox_result {
     double wall_ms;
     double cpu_ms;
     long max_rss_kb;
-    char *out; /* owned, NUL-terminated, at most output_cap bytes */
+    char *out; /* owned, NUL-terminated, at most output_cap bytes (the first, or the last) */
     size_t out_len;
     char *err;
     size_t err_len;

@@ -180,6 +180,14 @@ static void kill_job(sb_job *j, sb_kill_reason why) {
     kill(j->pid, SIGKILL); /* the namespace's init: the kernel kills the rest */
 }
 
+static void trim_to_tail(pk_strbuf *b, size_t cap) {
+    if (b->len <= cap)
+        return;
+    memmove(b->data, b->data + b->len - cap, cap);
+    b->len = cap;
+    b->data[cap] = '\0';
+}
+
 /* Returns 1 at end of file. */
 static int read_stream(sb_job *j, sb_stream *s) {
     char buf[65536];
@@ -191,7 +199,12 @@ static int read_stream(sb_job *j, sb_stream *s) {
             return errno == EAGAIN ? 0 : 1;
         if (n == 0)
             return 1;
-        if (s->kept.len < j->cap) {
+        if (j->opts->keep_tail) {
+            if (pk_strbuf_append(&s->kept, buf, (size_t)n))
+                kill_job(j, SB_KILL_OUTPUT);
+            if (s->kept.len > 2 * j->cap) /* amortized: trim to the last cap bytes now and then */
+                trim_to_tail(&s->kept, j->cap);
+        } else if (s->kept.len < j->cap) {
             size_t keep = j->cap - s->kept.len < (size_t)n ? j->cap - s->kept.len : (size_t)n;
             if (pk_strbuf_append(&s->kept, buf, keep))
                 kill_job(j, SB_KILL_OUTPUT);
@@ -479,6 +492,8 @@ int pk_sandbox_run(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_r
             }
         }
     }
+    trim_to_tail(&j.out.kept, j.cap);
+    trim_to_tail(&j.err.kept, j.cap);
     res->truncated = j.out.total > j.out.kept.len || j.err.total > j.err.kept.len;
     res->out_len = j.out.kept.len;
     res->err_len = j.err.kept.len;

@@ -79,6 +79,12 @@ static void output_is_capped_not_fatal(void **state) {
     assert_true(r.truncated);
     assert_int_equal(r.out_len, 100);
     pk_sandbox_result_free(&r);
+    o.keep_tail = 1;
+    r = run_sh(&o, "seq 1 20000");
+    assert_true(r.truncated);
+    assert_int_equal(r.out_len, 100);
+    assert_memory_equal(r.out + 100 - 12, "19999\n20000\n", 12);
+    pk_sandbox_result_free(&r);
 }
 
 static void environment_default_and_forced(void **state) {
