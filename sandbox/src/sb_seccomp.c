@@ -15,8 +15,9 @@
 #include <unistd.h>
 
 static const char *const sb_denied[] = {
-    /* looking into or driving other processes */
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise", "kcmp",
+    /* looking into or driving other processes (pidfd_getfd stays: it reaches only this job's
+     * processes, like /proc/<pid>/mem, and CUDA VMM fd sharing may need it) */
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "kcmp",
     /* the filesystem view */
     "mount", "umount", "umount2", "pivot_root", "chroot", "mount_setattr", "move_mount",
     "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "name_to_handle_at",
