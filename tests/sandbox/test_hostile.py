@@ -99,6 +99,13 @@ def main():
         print(f"corpus not built in {HOSTILE}", file=sys.stderr)
         return 1
     top = tempfile.mkdtemp(prefix="pk-hostile-test-")
+    try:
+        return run_corpus(top)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def run_corpus(top):
     secret = os.path.join(top, "server-secret.txt")
     with open(secret, "w") as f:
         f.write("the reward seed: 1234\n")
@@ -264,7 +271,6 @@ def main():
     with open(secret) as f:
         if f.read() != "the reward seed: 1234\n":
             fail("host unchanged", "the secret file changed")
-    shutil.rmtree(top)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
