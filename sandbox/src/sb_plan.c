@@ -298,6 +298,20 @@ static int add_read_only(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err)
     return PK_OK;
 }
 
+/* A writable bind must not contain the per-job roots (nor be "/"): it would show the host's
+ * temp area, other jobs' roots and work dirs included, writable. */
+static int check_writable(const sb_plan *p, const char *path, pk_error *err) {
+    char *real = realpath(path, NULL);
+    if (!real)
+        return pk_error_errno(err, PK_ERR_NOT_FOUND, "read-write path %s", path);
+    size_t n = strlen(real);
+    int bad = n == 1 || (strncmp(p->root, real, n) == 0 && p->root[n] == '/');
+    free(real);
+    return bad ? pk_error_set(err, PK_ERR_INVALID,
+                              "read-write path %s contains the sandbox's temp area", path)
+               : PK_OK;
+}
+
 int sb_plan_build(sb_plan *p, const pk_sandbox_opts *opts, const char *workdir, pk_error *err) {
     memset(p, 0, sizeof *p);
     const char *base = getenv("PKGYM_SANDBOX_TMP");
@@ -330,10 +344,14 @@ int sb_plan_build(sb_plan *p, const pk_sandbox_opts *opts, const char *workdir, 
     if (!rc)
         rc = add_op(p, SB_OP_WRITE_FILE, NULL, "/etc/hosts", sb_hosts, 0, err);
     if (!rc)
+        rc = check_writable(p, workdir, err);
+    if (!rc)
         rc = add_visible(p, workdir, SB_OP_BIND_RW, 0, err);
-    for (int i = 0; !rc && i < opts->n_rw; i++)
-        if ((rc = add_visible(p, opts->rw[i], SB_OP_BIND_RW, 0, err)))
+    for (int i = 0; !rc && i < opts->n_rw; i++) {
+        rc = check_writable(p, opts->rw[i], err);
+        if (!rc && (rc = add_visible(p, opts->rw[i], SB_OP_BIND_RW, 0, err)))
             wrap_error(err, rc, "read-write path", opts->rw[i]);
+    }
     if (rc) {
         sb_plan_free(p);
         return rc;

@@ -141,6 +141,19 @@ static void missing_paths_are_setup_errors(void **state) {
     assert_int_equal(r.status, PK_SB_SETUP_ERROR);
     assert_non_null(strstr(r.detail, "pk-ro"));
     pk_sandbox_result_free(&r);
+    o.n_ro = 0;
+    const char *rw[] = {"/"};
+    o.rw = rw;
+    o.n_rw = 1;
+    r = run_sh(&o, "true");
+    assert_int_equal(r.status, PK_SB_SETUP_ERROR);
+    assert_non_null(strstr(r.detail, "temp area"));
+    pk_sandbox_result_free(&r);
+    o.n_rw = 0;
+    o.workdir = "/tmp"; /* holds every job's root */
+    r = run_sh(&o, "true");
+    assert_int_equal(r.status, PK_SB_SETUP_ERROR);
+    pk_sandbox_result_free(&r);
 }
 
 static void extra_ro_is_visible_read_only(void **state) {
