@@ -59,7 +59,7 @@ typedef struct pk_sandbox_result {
     char *err;
     size_t err_len;
     int truncated;
-    char detail[256]; /* setup_error: what failed; otherwise empty */
+    char detail[256]; /* what failed (setup_error) or which limit ended the job; else empty */
     /* How each limit was enforced on this host, e.g. "memory=cgroup-v1 pids=cgroup-v1+rlimit";
      * a limit that could not be applied says so here (never silently dropped). */
     char limits[256];
