@@ -195,16 +195,25 @@ void sb_cgroup_create(sb_cgroup *cg, long mem_mb, int pids) {
         snprintf(cg->note, sizeof cg->note, "no cgroup hierarchy under /sys/fs/cgroup");
 }
 
-int sb_cgroup_attach(const sb_cgroup *cg, int pid) {
+int sb_cgroup_attach(sb_cgroup *cg, int pid) {
     char v[32];
     snprintf(v, sizeof v, "%d", pid);
     int rc = 0;
-    if (cg->mem[0])
-        rc |= write_str(cg->mem, "cgroup.procs", v);
-    if (cg->version == 1 && cg->pids[0])
-        rc |= write_str(cg->pids, "cgroup.procs", v);
-    if (cg->version == 1 && cg->cpu[0])
-        rc |= write_str(cg->cpu, "cgroup.procs", v);
+    /* A controller the job could not join limits nothing: say so through the flags. */
+    if (cg->mem[0] && write_str(cg->mem, "cgroup.procs", v)) {
+        cg->has_mem = 0;
+        if (cg->version == 2) /* one directory holds every controller */
+            cg->has_pids = cg->has_cpu = 0;
+        rc = -1;
+    }
+    if (cg->version == 1 && cg->pids[0] && write_str(cg->pids, "cgroup.procs", v)) {
+        cg->has_pids = 0;
+        rc = -1;
+    }
+    if (cg->version == 1 && cg->cpu[0] && write_str(cg->cpu, "cgroup.procs", v)) {
+        cg->has_cpu = 0;
+        rc = -1;
+    }
     return rc;
 }
 

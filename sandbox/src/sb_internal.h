@@ -62,9 +62,9 @@ typedef struct sb_cgroup {
 } sb_cgroup;
 
 void sb_cgroup_create(sb_cgroup *cg, long mem_mb, int pids);
-int sb_cgroup_attach(const sb_cgroup *cg, int pid); /* 0 on success */
-long sb_cgroup_oom_kills(const sb_cgroup *cg);      /* -1 unknown */
-double sb_cgroup_cpu_ms(const sb_cgroup *cg);       /* -1 unknown */
+int sb_cgroup_attach(sb_cgroup *cg, int pid);  /* 0 on success; clears what failed */
+long sb_cgroup_oom_kills(const sb_cgroup *cg); /* -1 unknown */
+double sb_cgroup_cpu_ms(const sb_cgroup *cg);  /* -1 unknown */
 void sb_cgroup_destroy(sb_cgroup *cg);
 
 /* The child's environment: opts->env or the default, with NCCL_NVLS_ENABLE=0 enforced. */
