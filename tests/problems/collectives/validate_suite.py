@@ -131,6 +131,9 @@ def check_loader(pkgym):
     """The harness loader accepts every problem: `show --json` returns its meta.json and
     `show` its prompt."""
     before = len(errors)
+    if not os.access(pkgym, os.X_OK):
+        fail("pkgym", f"{pkgym} is not an executable (build the pkgym target)")
+        return
     for pid in IDS:
         where = f"pkgym problems show collectives/{pid}"
         r = subprocess.run([pkgym, "problems", "show", f"collectives/{pid}", "--json"],
