@@ -51,6 +51,7 @@ if [ -n "$out" ]; then
         echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
         echo "- command: bench/server/run.sh BUILD_DIR $secs $out (commit $(git -C "$src" rev-parse --short HEAD))"
         echo "- device: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(uname -sr); no GPU used"
+        echo "- machine load while measuring (1/5/15 min): $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared; figures are noisy)"
         echo "- transport: loopback TCP ($ep), closed loop (one request in flight per client), C client (bench/server/bench_server.c)"
         echo "- server: pkgym serve with defaults; reset writes one SQLite row (synchronous=FULL) and is followed by an untimed close"
         echo "- problem for reset: ${problem:-none}"

@@ -45,23 +45,32 @@ static int read_reset_fields(pk_call *c, pk_episode *e, json_t **options) {
     return 0;
 }
 
-static int store_begin(pk_server *s, pk_episode *e, pk_error *err) {
-    char *config = json_dumps(e->settings, JSON_COMPACT);
-    if (!config)
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    pk_episode_row row = {
-        .episode_id = e->id,
-        .problem_id = pk_problem_id(e->problem),
-        .group = e->group,
+static char *dup_or_null(const char *text) {
+    return text ? strdup(text) : NULL;
+}
+
+/* The store job of a new episode (strings copied). */
+static pk_store_job *begin_job(const pk_episode *e) {
+    pk_store_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->has_begin = 1;
+    j->begin = (pk_episode_row){
+        .episode_id = strdup(e->id),
+        .problem_id = strdup(pk_problem_id(e->problem)),
+        .group = dup_or_null(e->group),
         .seed = e->has_seed ? e->seed : -1,
         .max_turns = e->max_turns,
-        .config_json = config,
+        .config_json = json_dumps(e->settings, JSON_COMPACT),
         .created_at = pk_wall_time_s(),
-        .task_prompt = pk_problem_prompt(e->problem),
+        .task_prompt = strdup(pk_problem_prompt(e->problem)),
     };
-    int rc = pk_store_begin_episode(s->store, &row, err);
-    free(config);
-    return rc;
+    if (!j->begin.episode_id || !j->begin.problem_id || (e->group && !j->begin.group) ||
+        !j->begin.config_json || !j->begin.task_prompt) {
+        pk_store_job_free(j);
+        return NULL;
+    }
+    return j;
 }
 
 void pk_op_reset(pk_call *c) {
@@ -69,10 +78,10 @@ void pk_op_reset(pk_call *c) {
     const pk_problem *p = pk_call_problem(c);
     if (!p)
         return;
-    if ((int)s->episodes.count >= s->opts.max_episodes) {
+    if ((int)s->episodes.count + s->resets_pending >= s->opts.max_episodes) {
         pk_call_error(c, PK_E_OVERLOADED,
                       "%zu episodes are open, the limit (limits.max_episodes); close some",
-                      s->episodes.count);
+                      s->episodes.count + (size_t)s->resets_pending);
         return;
     }
     pk_episode *e = calloc(1, sizeof *e);
@@ -106,18 +115,21 @@ void pk_op_reset(pk_call *c) {
         pk_episode_free(e);
         return;
     }
-    if (store_begin(s, e, &err)) {
-        s->n.store_errors++;
-        pk_call_error(c, PK_E_INTERNAL, "trajectory store: %s", err.message);
+    json_t *body = json_pack("{s:s, s:{s:s, s:i}, s:{s:o, s:O}}", "episode", e->id, "observation",
+                             "prompt", e->prompt, "turn", 0, "info", "problem",
+                             pk_problem_detail_json(p), "settings", e->settings);
+    pk_store_job *job = begin_job(e);
+    char *id_raw = NULL;
+    size_t id_len = 0;
+    if (!body || !job || pk_request_copy_id(c->req, &id_raw, &id_len, &err)) {
+        json_decref(body);
+        pk_store_job_free(job);
         pk_episode_free(e);
+        pk_call_error(c, PK_E_INTERNAL, "out of memory");
         return;
     }
-    e->last_active_ms = pk_now_ms();
-    pk_episode_insert(&s->episodes, e);
-    s->n.episodes_started++;
-    pk_call_ok(c, json_pack("{s:s, s:{s:s, s:i}, s:{s:o, s:O}}", "episode", e->id, "observation",
-                            "prompt", e->prompt, "turn", 0, "info", "problem",
-                            pk_problem_detail_json(p), "settings", e->settings));
+    /* The reply goes out once the episode is in the store (and then in the table). */
+    pk_server_store_then_reply(s, job, &c->env, id_raw, id_len, body, e);
 }
 
 /* Finds the open episode named by the required `episode` field, or replies with the error. */

@@ -114,20 +114,29 @@ void pk_op_stats(pk_call *c) {
     double occupancy = st.gpus_total > 0 && uptime_s > 0
                            ? st.gpu_busy_ms / (uptime_s * 1000.0 * st.gpus_total)
                            : 0.0;
-    pk_call_ok(
-        c, json_pack("{s:I, s:I, s:I, s:I, s:{s:i, s:i, s:i, s:i}, "
-                     "s:{s:i, s:i, s:f, s:f}, s:{s:I, s:I, s:I}, s:f, s:{s:I, s:I, s:I, s:I, s:I}}",
-                     "episodes_open", (json_int_t)s->episodes.count, "steps_in_flight",
-                     (json_int_t)s->n.steps_in_flight, "steps_done", (json_int_t)s->n.steps_done,
-                     "queue_depth", (json_int_t)(st.queued_compile + st.queued_run), "jobs",
-                     "queued_compile", st.queued_compile, "queued_run", st.queued_run, "compiling",
-                     st.compiling, "running", st.running, "gpu", "total", st.gpus_total, "busy",
-                     st.gpus_busy, "busy_ms", st.gpu_busy_ms, "occupancy", occupancy, "cache",
-                     "compile_hits", (json_int_t)st.compile_cache_hits, "compile_misses",
-                     (json_int_t)st.compile_cache_misses, "baseline_hits",
-                     (json_int_t)st.baseline_cache_hits, "uptime_s", uptime_s, "requests", "total",
-                     (json_int_t)s->n.requests, "bad", (json_int_t)s->n.bad_requests,
-                     "episodes_started", (json_int_t)s->n.episodes_started, "episodes_expired",
-                     (json_int_t)s->n.episodes_expired, "store_errors",
-                     (json_int_t)s->n.store_errors));
+    const pk_server_counters *n = &s->n;
+    json_t *jobs =
+        json_pack("{s:i, s:i, s:i, s:i}", "queued_compile", st.queued_compile, "queued_run",
+                  st.queued_run, "compiling", st.compiling, "running", st.running);
+    json_t *gpu = json_pack("{s:i, s:i, s:f, s:f}", "total", st.gpus_total, "busy", st.gpus_busy,
+                            "busy_ms", st.gpu_busy_ms, "occupancy", occupancy);
+    json_t *cache = json_pack("{s:I, s:I, s:I}", "compile_hits", (json_int_t)st.compile_cache_hits,
+                              "compile_misses", (json_int_t)st.compile_cache_misses,
+                              "baseline_hits", (json_int_t)st.baseline_cache_hits);
+    json_t *requests =
+        json_pack("{s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)n->requests, "bad",
+                  (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,
+                  "episodes_expired", (json_int_t)n->episodes_expired, "store_errors",
+                  (json_int_t)n->store_errors);
+    /* How long single events held the serving thread (what a waiting hello pays). */
+    json_t *loop =
+        json_pack("{s:f, s:f, s:f}", "request_ms_max", n->request_ms_max, "completion_ms_max",
+                  n->completion_ms_max, "completion_ms_mean",
+                  n->completions ? n->completion_ms_total / (double)n->completions : 0.0);
+    pk_call_ok(c, json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:o, s:o}", "episodes_open",
+                            (json_int_t)s->episodes.count, "steps_in_flight",
+                            (json_int_t)n->steps_in_flight, "steps_done", (json_int_t)n->steps_done,
+                            "queue_depth", (json_int_t)(st.queued_compile + st.queued_run), "jobs",
+                            jobs, "gpu", gpu, "cache", cache, "uptime_s", uptime_s, "requests",
+                            requests, "loop", loop));
 }

@@ -86,28 +86,47 @@ static char *next_prompt(pk_episode *e) {
     return prompt;
 }
 
-static void store_turn(pk_server *s, pk_episode *e) {
-    const pk_turn_record *t = &e->turns[e->n_turns - 1];
-    pk_turn_row row = {.episode_id = e->id,
-                       .turn = e->n_turns - 1,
-                       .action = t->action,
-                       .summary = t->summary,
-                       .code = t->code,
-                       .status = t->status,
-                       .score = t->score,
-                       .result_json = t->result_json,
-                       .feedback = t->feedback,
-                       .started_at = t->started_at,
-                       .finished_at = t->finished_at};
-    pk_error err;
-    if (pk_store_add_turn(s->store, &row, &err)) {
-        s->n.store_errors++;
-        fprintf(stderr, "pkgym serve: episode %s turn %d not stored: %s\n", e->id, e->n_turns,
-                err.message);
-    }
+static char *dup_or_null(const char *text) {
+    return text ? strdup(text) : NULL;
 }
 
-static void finish_episode(pk_server *s, pk_episode *e) {
+/* The store job of e's last turn, with the returns when the episode has ended. */
+static pk_store_job *turn_job(const pk_episode *e) {
+    const pk_turn_record *t = &e->turns[e->n_turns - 1];
+    pk_store_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->has_turn = 1;
+    j->turn = (pk_turn_row){.episode_id = strdup(e->id),
+                            .turn = e->n_turns - 1,
+                            .action = dup_or_null(t->action),
+                            .summary = dup_or_null(t->summary),
+                            .code = dup_or_null(t->code),
+                            .status = t->status,
+                            .score = t->score,
+                            .result_json = dup_or_null(t->result_json),
+                            .feedback = dup_or_null(t->feedback),
+                            .started_at = t->started_at,
+                            .finished_at = t->finished_at};
+    int missing = !j->turn.episode_id || (t->action && !j->turn.action) ||
+                  (t->summary && !j->turn.summary) || (t->code && !j->turn.code) ||
+                  (t->result_json && !j->turn.result_json) || (t->feedback && !j->turn.feedback);
+    if (!missing && e->done && e->returns) {
+        j->returns = malloc((size_t)e->n_turns * sizeof *j->returns);
+        missing = !j->returns;
+        if (j->returns) {
+            memcpy(j->returns, e->returns, (size_t)e->n_turns * sizeof *j->returns);
+            j->n_returns = e->n_turns;
+        }
+    }
+    if (missing) {
+        pk_store_job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
+static void finish_episode(pk_episode *e) {
     e->done = 1;
     e->returns = calloc((size_t)e->n_turns, sizeof *e->returns);
     if (!e->returns) {
@@ -117,11 +136,6 @@ static void finish_episode(pk_server *s, pk_episode *e) {
     for (int i = 0; i < e->n_turns; i++)
         e->returns[i] = e->turns[i].score;
     pk_reward_returns(&e->reward, e->returns, e->n_turns, e->returns);
-    pk_error err;
-    if (pk_store_finish_episode(s->store, e->id, e->returns, e->n_turns, &err)) {
-        s->n.store_errors++;
-        fprintf(stderr, "pkgym serve: episode %s returns not stored: %s\n", e->id, err.message);
-    }
 }
 
 /* Completes a step with its evaluation result and replies. Consumes p. */
@@ -133,13 +147,14 @@ static void complete_step(pk_server *s, pk_pending_step *p, const pk_eval_result
     e->last_active_ms = pk_now_ms();
     s->n.steps_done++;
     json_t *body = NULL;
+    pk_store_job *job = NULL;
     if (record_turn(s, e, p, r, &err) == PK_OK) {
-        store_turn(s, e);
         const pk_turn_record *t = &e->turns[e->n_turns - 1];
         int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
         int truncated = !terminated && e->n_turns >= e->max_turns;
         if (terminated || truncated)
-            finish_episode(s, e);
+            finish_episode(e);
+        job = turn_job(e);
         char *prompt = next_prompt(e);
         if (prompt) {
             free(e->prompt);
@@ -153,7 +168,18 @@ static void complete_step(pk_server *s, pk_pending_step *p, const pk_eval_result
     } else {
         body = pk_error_body(PK_E_INTERNAL, err.message);
     }
-    pk_server_reply(s, &p->env, p->id_raw, p->id_len, body);
+    if (body && !json_object_get(body, "error") && job) {
+        /* The reply goes out once the turn is committed to the store. */
+        pk_server_store_then_reply(s, job, &p->env, p->id_raw, p->id_len, body, NULL);
+        p->id_raw = NULL; /* now owned by the deferred reply */
+    } else {
+        if (body && !json_object_get(body, "error")) {
+            json_decref(body);
+            body = pk_error_body(PK_E_INTERNAL, "out of memory preparing the store write");
+        }
+        pk_store_job_free(job);
+        pk_server_reply(s, &p->env, p->id_raw, p->id_len, body);
+    }
     free_pending(p);
     if (e->closed) {
         pk_episode_remove(&s->episodes, e);

@@ -13,7 +13,8 @@
 #include "pk_client.h"
 #include "pk_summarizer.h"
 
-#define BATCH 256 /* messages handled per socket per poll round, for fairness */
+#define BATCH 256          /* requests handled per poll round */
+#define COMPLETION_BATCH 2 /* completions handled per poll round */
 #define EXPIRY_PERIOD_MS 1000.0
 
 void pk_server_opts_default(pk_server_opts *o) {
@@ -143,6 +144,82 @@ static int serve_one(pk_server *s) {
     return 0;
 }
 
+/* A reply waiting for its store commit. */
+typedef struct deferred_reply {
+    pk_envelope env;
+    char *id_raw;
+    size_t id_len;
+    json_t *body;
+    pk_episode *new_episode;
+} deferred_reply;
+
+void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
+                                char *id_raw, size_t id_len, json_t *body,
+                                pk_episode *new_episode) {
+    deferred_reply *d = calloc(1, sizeof *d);
+    if (!d) {
+        pk_server_reply(s, env, id_raw, id_len, pk_error_body(PK_E_INTERNAL, "out of memory"));
+        free(id_raw);
+        json_decref(body);
+        pk_episode_free(new_episode);
+        pk_store_job_free(job);
+        return;
+    }
+    *d = (deferred_reply){*env, id_raw, id_len, body, new_episode};
+    if (new_episode)
+        s->resets_pending++;
+    job->user = d;
+    pk_store_writer_submit(s->writer, job);
+}
+
+static void on_stored(pk_server *s, pk_store_job *job) {
+    deferred_reply *d = job->user;
+    if (job->rc) {
+        s->n.store_errors++;
+        fprintf(stderr, "pkgym serve: trajectory store: %s\n", job->err.message);
+    }
+    json_t *body = d->body;
+    if (d->new_episode) {
+        s->resets_pending--;
+        if (job->rc) {
+            char msg[600];
+            snprintf(msg, sizeof msg, "trajectory store: %s", job->err.message);
+            json_decref(body);
+            body = pk_error_body(PK_E_INTERNAL, msg);
+            pk_episode_free(d->new_episode);
+        } else {
+            d->new_episode->last_active_ms = pk_now_ms();
+            pk_episode_insert(&s->episodes, d->new_episode);
+            s->n.episodes_started++;
+        }
+    } else if (job->rc && json_is_object(json_object_get(body, "info"))) {
+        /* The turn happened and is in memory; say that it is not in the store. */
+        json_object_set_new(json_object_get(body, "info"), "store_error",
+                            json_string(job->err.message));
+    }
+    pk_server_reply(s, &d->env, d->id_raw, d->id_len, body);
+    free(d->id_raw);
+    free(d);
+    pk_store_job_free(job);
+}
+
+/* Returns -1 when no stored job is waiting. */
+static int take_stored(pk_server *s) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, s->stored_pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+    }
+    pk_store_job *job = NULL;
+    if (zmq_msg_size(&m) == sizeof job)
+        memcpy(&job, zmq_msg_data(&m), sizeof job);
+    zmq_msg_close(&m);
+    if (job)
+        on_stored(s, job);
+    return 0;
+}
+
 /* Returns -1 when no completion is waiting. */
 static int take_completion(pk_server *s) {
     zmq_msg_t m;
@@ -155,9 +232,15 @@ static int take_completion(pk_server *s) {
     if (zmq_msg_size(&m) == sizeof done)
         memcpy(&done, zmq_msg_data(&m), sizeof done);
     zmq_msg_close(&m);
-    if (done)
+    if (done) {
+        double t0 = pk_now_ms();
         pk_server_on_completion(s, done);
-    else
+        double dt = pk_now_ms() - t0;
+        s->n.completion_ms_total += dt;
+        s->n.completions++;
+        if (dt > s->n.completion_ms_max)
+            s->n.completion_ms_max = dt;
+    } else
         fprintf(stderr, "pkgym serve: ignored a malformed completion frame\n");
     return 0;
 }
@@ -200,20 +283,32 @@ static void fail_unfinished(pk_server *s) {
 int pk_server_run(pk_server *s) {
     double next_expiry = pk_now_ms() + EXPIRY_PERIOD_MS;
     while (!*s->stop) {
-        zmq_pollitem_t items[2] = {{s->router, 0, ZMQ_POLLIN, 0}, {s->done_pull, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 2, 250);
+        zmq_pollitem_t items[3] = {{s->router, 0, ZMQ_POLLIN, 0},
+                                   {s->done_pull, 0, ZMQ_POLLIN, 0},
+                                   {s->stored_pull, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll(items, 3, 250);
         if (n < 0) {
             if (zmq_errno() == EINTR)
                 continue;
             fprintf(stderr, "pkgym serve: poll: %s\n", zmq_strerror(zmq_errno()));
             break;
         }
-        /* Completions first: they free episode slots and reply to waiting steps. */
-        for (int i = 0; i < BATCH && (items[1].revents & ZMQ_POLLIN); i++)
+        /* Requests first and completions a few at a time: finishing a step (store commit,
+         * feedback, next prompt) costs far more than a request, so a burst of completions
+         * must not queue cheap requests like hello behind all of it. */
+        for (int i = 0; i < BATCH && (items[0].revents & ZMQ_POLLIN); i++) {
+            double t0 = pk_now_ms();
+            if (serve_one(s) < 0)
+                break;
+            double dt = pk_now_ms() - t0;
+            if (dt > s->n.request_ms_max)
+                s->n.request_ms_max = dt;
+        }
+        for (int i = 0; i < COMPLETION_BATCH && (items[1].revents & ZMQ_POLLIN); i++)
             if (take_completion(s) < 0)
                 break;
-        for (int i = 0; i < BATCH && (items[0].revents & ZMQ_POLLIN); i++)
-            if (serve_one(s) < 0)
+        for (int i = 0; i < BATCH && (items[2].revents & ZMQ_POLLIN); i++)
+            if (take_stored(s) < 0)
                 break;
         double now = pk_now_ms();
         if (now >= next_expiry) {
@@ -230,6 +325,11 @@ int pk_server_run(pk_server *s) {
     while (take_completion(s) == 0)
         ;
     fail_unfinished(s);
+    /* Every turn is now queued for the store: commit them all, then send their replies. */
+    pk_store_writer_stop(s->writer);
+    s->writer = NULL;
+    while (take_stored(s) == 0)
+        ;
     return 0;
 }
 
@@ -348,13 +448,26 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
         return rc;
     if ((rc = pk_mkdir_p(o->data_dir, err)))
         return rc;
+    s->gpus = pk_gpu_list_json();
+    if ((rc = init_sockets(s, err)))
+        return rc;
     char *db = pk_path_join(o->data_dir, "trajectories.sqlite");
-    rc = db ? pk_store_open(db, &s->store, err) : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    pk_store *store = NULL;
+    rc = db ? pk_store_open(db, &store, err) : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     free(db);
     if (rc)
         return rc;
-    s->gpus = pk_gpu_list_json();
-    return init_sockets(s, err);
+    char stored[96];
+    snprintf(stored, sizeof stored, "inproc://pkgym-stored-%p", (void *)s);
+    int unlimited = 0;
+    s->stored_pull = zmq_socket(s->zctx, ZMQ_PULL);
+    if (!s->stored_pull ||
+        zmq_setsockopt(s->stored_pull, ZMQ_RCVHWM, &unlimited, sizeof unlimited) != 0 ||
+        zmq_bind(s->stored_pull, stored) != 0) {
+        pk_store_close(store);
+        return pk_error_set(err, PK_ERR_SYSTEM, "bind %s: %s", stored, zmq_strerror(zmq_errno()));
+    }
+    return pk_store_writer_start(store, s->zctx, stored, &s->writer, err);
 }
 
 void pk_server_free(pk_server *s) {
@@ -369,14 +482,15 @@ void pk_server_free(pk_server *s) {
     }
     if (s->sched)
         pk_scheduler_free(s->sched);
+    pk_store_writer_stop(s->writer); /* only set here when init failed half-way */
+    if (s->stored_pull)
+        zmq_close(s->stored_pull);
     if (s->router)
         zmq_close(s->router);
     if (s->done_pull)
         zmq_close(s->done_pull);
     if (s->zctx)
         zmq_ctx_term(s->zctx);
-    if (s->store)
-        pk_store_close(s->store);
     pk_problem_set_free(s->problems);
     json_decref(s->feedback_default);
     json_decref(s->gpus);

@@ -14,6 +14,7 @@
 #include "pk_scheduler.h"
 #include "pk_store.h"
 #include "request.h"
+#include "store_writer.h"
 #include "transport.h"
 
 #define PK_MAX_BINDS 8
@@ -48,6 +49,10 @@ typedef struct pk_server_counters {
     uint64_t episodes_started;
     uint64_t episodes_expired;
     uint64_t store_errors;
+    double completion_ms_max; /* the longest time one completion held the serving thread */
+    double completion_ms_total;
+    uint64_t completions;
+    double request_ms_max; /* the longest time one request held it */
 } pk_server_counters;
 
 typedef struct pk_server {
@@ -57,7 +62,9 @@ typedef struct pk_server {
     void *router;
     void *done_pull;
     pk_problem_set *problems;
-    pk_store *store;
+    pk_store_writer *writer; /* owns the trajectory store */
+    void *stored_pull;       /* finished store jobs come back here */
+    int resets_pending;      /* episodes waiting for their first store commit */
     pk_scheduler *sched;
     pk_reward_config reward_default;
     json_t *feedback_default; /* object */
@@ -80,6 +87,12 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
 /* Serves until *stop is set, then shuts down gracefully. */
 int pk_server_run(pk_server *s);
 void pk_server_free(pk_server *s);
+
+/* Commits job on the store writer, then sends body (consumed) to env with the raw id (owned by
+ * the call). new_episode: a reset's episode, inserted into the table only once stored; on a
+ * store failure it is freed and the reply is `internal`. */
+void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
+                                char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode);
 
 /* Replies. body: a JSON object, consumed; "ok" is added. */
 void pk_server_reply(pk_server *s, const pk_envelope *env, const char *id_raw, size_t id_len,

@@ -9,9 +9,17 @@ import time
 
 import msgpack
 
-from pkserver import Server, selftest_problems
+from pkserver import SRC, Server, selftest_problems
 
-CODE = "```cuda\n#include <stdio.h>\nint helper(int x) { return x + 1; }\n```\n"
+
+def action_for(problem_id):
+    """The problem's correct solution when there is one (it compiles for seconds, so it is in
+    flight when the signal comes), else code that at least names the entry point."""
+    suite, name = problem_id.split("/", 1)
+    path = os.path.join(SRC, "problems", suite, name, "solutions", "correct.cu")
+    code = open(path).read() if os.path.exists(path) else \
+        'extern "C" int solution(void) { return 0; }'
+    return f"```cuda\n{code}\n```\n"
 
 
 def expect(cond, what):
@@ -24,12 +32,14 @@ def main():
     try:
         c = srv.client()
         probs = selftest_problems(c) or c.list_problems()
-        ep = c.call("reset", problem=probs[0]["id"], max_turns=2)["episode"]
+        pid = probs[0]["id"]
+        ep = c.call("reset", problem=pid, max_turns=2)["episode"]
         c.close()
         s = srv.socket()
         s.send_multipart([b"", msgpack.packb({"op": "step", "id": 1, "episode": ep,
-                                              "action": CODE})])
+                                              "action": action_for(pid)})])
         time.sleep(0.2)
+        expect(not s.poll(0), "the step finished before the signal: nothing was in flight")
         t0 = time.time()
         srv.proc.send_signal(signal.SIGTERM)
         expect(s.poll(60000), "the step in flight got no reply")
@@ -44,7 +54,7 @@ def main():
         n = db.execute("SELECT COUNT(*) FROM turns").fetchone()[0]
         db.close()
         expect(n == (1 if rep["ok"] else 0), f"{n} stored turns for reply ok={rep['ok']}")
-        print(f"shutdown: ok (step {'completed' if rep['ok'] else 'cancelled'}, "
+        print(f"shutdown: ok (step {'completed' if rep['ok'] else rep['error']}, "
               f"{took:.1f} s)")
     except Exception:
         print(srv.output())
