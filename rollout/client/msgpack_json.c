@@ -118,8 +118,12 @@ static int convert(const msgpack_object *o, pk_strbuf *path, int depth, int max_
                 json_decref(m);
                 return rc;
             }
-            /* Keys with NUL bytes cannot be JSON object keys; setn checks UTF-8. */
-            if (memchr(kv->key.via.str.ptr, '\0', kv->key.via.str.size) ||
+            /* Keys with NUL bytes cannot be JSON object keys; setn checks UTF-8 (and takes
+             * val even when it fails). */
+            int bad_key = memchr(kv->key.via.str.ptr, '\0', kv->key.via.str.size) != NULL;
+            if (bad_key)
+                json_decref(val);
+            if (bad_key ||
                 json_object_setn_new(m, kv->key.via.str.ptr, kv->key.via.str.size, val)) {
                 json_decref(m);
                 return pk_error_set(err, PK_ERR_INVALID, "%s: invalid map key", path->data);

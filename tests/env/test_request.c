@@ -157,6 +157,7 @@ static void test_json_round_trip(void **state) {
     /* 2.5 stays a float and -2 an integer */
     assert_true(json_is_real(json_array_get(json_object_get(back, "a"), 2)));
     assert_true(json_is_integer(json_array_get(json_object_get(back, "a"), 1)));
+    json_decref(back);
     assert_int_equal(pk_json_from_msgpack(&u.data, "v", 1, &back, &err), PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "v.a[0]: nested deeper than 1 levels"));
     json_decref(v);
@@ -186,6 +187,22 @@ static void test_json_rejects_binary_and_int_keys(void **state) {
     msgpack_sbuffer_destroy(&p.sb);
 }
 
+/* Found by the fuzzer: a key holding NUL leaked the converted value. */
+static void test_json_rejects_nul_key(void **state) {
+    (void)state;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    const char frame[] = "\x81\xa3\x61\x00\x62\x81\xa1x\x01"; /* {"a\0b": {"x": 1}} */
+    assert_int_equal(msgpack_unpack_next(&u, frame, sizeof frame - 1, &off),
+                     MSGPACK_UNPACK_SUCCESS);
+    json_t *out;
+    pk_error err;
+    assert_int_equal(pk_json_from_msgpack(&u.data, "options", 8, &out, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "invalid map key"));
+    msgpack_unpacked_destroy(&u);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_request_with_id),
@@ -195,6 +212,7 @@ int main(void) {
         cmocka_unit_test(test_field_types_named),
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_rejects_binary_and_int_keys),
+        cmocka_unit_test(test_json_rejects_nul_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
