@@ -59,5 +59,12 @@ if [ -n "$out" ]; then
         echo '```'
         cat "$results"
         echo '```'
+        echo
+        echo "Reading: with N clients in a closed loop, p50 is about N / throughput (Little's law),"
+        echo "so at 64 clients latency is queueing; the 64 client threads also share the cores"
+        echo "with the server. reset throughput is bounded by one fsync'd SQLite commit per"
+        echo "episode on the store writer thread. The last line is hello while 16 episodes keep a"
+        echo "step in flight (real compile + MPI run of the selftest solution): the serving"
+        echo "thread stays free because evaluation and store commits run on other threads."
     } >"$out"
 fi
