@@ -39,11 +39,9 @@ static void test_compile_cache(void **state) {
     assert_int_equal(pk_compile_cache_open(root, &c, &err), PK_OK);
     char obj[512], key[65], key_flags[65];
     snprintf(obj, sizeof obj, "%s/candidate.so", root);
-    assert_int_equal(pk_write_file(obj,
-                                   "\x7f"
-                                   "ELF object bytes",
-                                   20, &err),
-                     PK_OK);
+    static const char bytes[] = "\x7f"
+                                "ELF object bytes";
+    assert_int_equal(pk_write_file(obj, bytes, sizeof bytes - 1, &err), PK_OK);
     key_of("__global__ void k() {}", "-O2 -arch=sm_90a", key);
     key_of("__global__ void k() {}", "-O3 -arch=sm_90a", key_flags);
 
@@ -54,11 +52,8 @@ static void test_compile_cache(void **state) {
     char *data = NULL;
     size_t len = 0;
     assert_int_equal(pk_read_file(hit, &data, &len, &err), PK_OK);
-    assert_int_equal(len, 20);
-    assert_memory_equal(data,
-                        "\x7f"
-                        "ELF object bytes",
-                        20);
+    assert_int_equal(len, sizeof bytes - 1);
+    assert_memory_equal(data, bytes, sizeof bytes - 1);
     free(data);
     free(hit);
     assert_null(pk_compile_cache_lookup(c, key_flags)); /* other flags: another key, a miss */

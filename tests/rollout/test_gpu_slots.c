@@ -103,8 +103,8 @@ static void test_invalid_and_pop(void **state) {
     assert_int_equal(pk_gpu_slots_pop_waiting(&s, &item), 1);
     assert_ptr_equal(item, (void *)7);
     assert_int_equal(s.n_queued, 0);
-    assert_int_equal(pk_gpu_slots_init(&s, PK_GPU_SLOTS_MAX + 1, 0, &err), PK_ERR_INVALID);
     pk_gpu_slots_destroy(&s);
+    assert_int_equal(pk_gpu_slots_init(&s, PK_GPU_SLOTS_MAX + 1, 0, &err), PK_ERR_INVALID);
 }
 
 /* Random mixed widths on 8 slots: no slot is ever held twice, every request is granted
