@@ -69,10 +69,10 @@ class Server:
                     return int(line.split()[1])
         raise RuntimeError("no VmRSS")
 
-    def stop(self, timeout_s=30.0):
-        """SIGTERM; returns the exit code (the server must exit 0)."""
+    def stop(self, timeout_s=30.0, sig=signal.SIGTERM):
+        """Sends sig (SIGTERM or SIGINT); returns the exit code (the server must exit 0)."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:

@@ -2,14 +2,17 @@
 """Protocol v1 conformance: every op and every error code, against a real `pkgym serve`
 on the host-only selftest problems (no GPU needed)."""
 import os
+import shutil
+import signal
 import sqlite3
 import sys
+import tempfile
 import time
 
 import msgpack
 import zmq
 
-from pkserver import SRC, Server, raw_request, selftest_problems
+from pkserver import SRC, Client, Server, raw_request, selftest_problems
 
 ERROR_CODES = {"bad_request", "unknown_op", "unknown_problem", "unknown_episode", "episode_done",
                "busy", "overloaded", "internal"}
@@ -208,9 +211,14 @@ def test_stats(c):
 
 
 def test_limits(pid):
-    """overloaded at max_episodes; idle expiry frees the slot."""
-    srv = Server("--max-episodes", "2", "--episode-idle-s", "1")
+    """overloaded at max_episodes; idle expiry frees the slot; a second --bind; SIGINT."""
+    bind_dir = tempfile.mkdtemp(prefix="pkgym-env-bind-")
+    second = f"ipc://{bind_dir}/second.sock"
+    srv = Server("--max-episodes", "2", "--episode-idle-s", "1", "--bind", second)
     try:
+        other = Client(second, timeout_s=10, context=srv.ctx)
+        expect(other.call("hello")["protocol"] == 1, "hello on the second endpoint")
+        other.close()
         c = srv.client()
         e1 = c.call("reset", problem=pid)["episode"]
         c.call("reset", problem=pid)
@@ -222,8 +230,9 @@ def test_limits(pid):
         expect(c.call("stats")["episodes_open"] == 1, "expired episodes freed")
         c.close()
     finally:
-        expect(srv.stop() == 0, "server exit code")
+        expect(srv.stop(sig=signal.SIGINT) == 0, "server exit code after SIGINT")
         srv.cleanup()
+        shutil.rmtree(bind_dir, ignore_errors=True)
 
 
 def test_internal(pid):
