@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "pk_client.h"
+#include "pk_env.h"
 #include "pk_summarizer.h"
 
 #define BATCH 256          /* requests handled per poll round */
@@ -22,7 +23,7 @@ void pk_server_opts_default(pk_server_opts *o) {
     o->problems_dir = PK_DEFAULT_PROBLEMS_DIR;
     o->modules_dir = PK_DEFAULT_MODULES_DIR;
     o->templates_dir = NULL; /* the summarizer's default: the source tree's templates */
-    o->data_dir = "./pkgym-data";
+    o->data_dir = PK_DEFAULT_DATA_DIR;
     o->max_action_bytes = 1u << 20;
     o->max_episodes = 4096;
     o->episode_idle_s = 3600;

@@ -20,12 +20,21 @@ class AsyncClient:
         self.timeout_s = timeout_s
 
     async def _read_replies(self):
-        while True:
-            frames = await self._sock.recv_multipart()
-            reply = decode(frames[-1])
-            fut = self._waiting.pop(reply.get("id"), None)
-            if fut is not None and not fut.done():
-                fut.set_result(reply)
+        try:
+            while True:
+                frames = await self._sock.recv_multipart()
+                reply = decode(frames[-1])
+                fut = self._waiting.pop(reply.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(reply)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a broken socket or frame: fail every waiter now, not later
+            for fut in self._waiting.values():
+                if not fut.done():
+                    fut.set_exception(e)
+            self._waiting.clear()
+            self._reader = None
 
     async def request(self, op, **fields):
         """Sends one request and awaits its reply map (ok or not)."""
