@@ -5,6 +5,7 @@
 #include "episode_options.h"
 #include "pk_client.h"
 #include "server.h"
+#include "utf8.h"
 
 #define DEFAULT_MAX_TURNS 4
 #define MAX_GROUP_LEN 256
@@ -109,7 +110,8 @@ void pk_op_reset(pk_call *c) {
     json_object_set_new(e->settings, "max_turns", json_integer(e->max_turns));
     json_object_set_new(e->settings, "seed", e->has_seed ? json_integer(e->seed) : json_null());
     json_object_set_new(e->settings, "group", e->group ? json_string(e->group) : json_null());
-    e->prompt = pk_summarizer_first_prompt(e->summarizer, pk_problem_prompt(p));
+    e->prompt =
+        pk_utf8_sanitize_take(pk_summarizer_first_prompt(e->summarizer, pk_problem_prompt(p)));
     if (!e->prompt || pk_episode_new_id(e->id) != 0) {
         pk_call_error(c, PK_E_INTERNAL, "cannot create the episode (memory or randomness)");
         pk_episode_free(e);

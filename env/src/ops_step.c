@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server.h"
+#include "utf8.h"
 
 #define MAX_SUMMARY_BYTES (64u << 10)
 
@@ -23,11 +24,20 @@ static void free_pending(pk_pending_step *p) {
     free(p);
 }
 
+/* Harness text (reasons, check details) may quote compiler or candidate output. */
+static json_t *text_json(const char *text) {
+    char *clean = pk_utf8_sanitize(text);
+    json_t *j = clean ? json_string(clean) : NULL;
+    free(clean);
+    return j;
+}
+
 static json_t *checks_json(const pk_eval_result *r) {
     json_t *a = json_array();
     for (int i = 0; a && i < r->n_checks; i++)
-        json_array_append_new(a, json_pack("{s:s, s:b, s:s}", "name", r->checks[i].name, "passed",
-                                           r->checks[i].passed, "detail", r->checks[i].detail));
+        json_array_append_new(a, json_pack("{s:o, s:b, s:o}", "name", text_json(r->checks[i].name),
+                                           "passed", r->checks[i].passed, "detail",
+                                           text_json(r->checks[i].detail)));
     return a;
 }
 
@@ -37,10 +47,10 @@ static json_t *timed_or_null(int timed, double v) {
 
 static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
     int timed = r->has_timing && r->status == PK_STATUS_CORRECT;
-    return json_pack("{s:i, s:s, s:b, s:s, s:o, s:o, s:o, s:f, s:f, s:o, s:o}", "turn", e->n_turns,
+    return json_pack("{s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o}", "turn", e->n_turns,
                      "status", pk_status_name(r->status), "correct", r->status == PK_STATUS_CORRECT,
-                     "reason", r->reason, "speedup", timed_or_null(timed, r->speedup), "time_us",
-                     timed_or_null(r->has_timing, r->candidate.median_us), "baseline_us",
+                     "reason", text_json(r->reason), "speedup", timed_or_null(timed, r->speedup),
+                     "time_us", timed_or_null(r->has_timing, r->candidate.median_us), "baseline_us",
                      timed_or_null(r->has_timing, r->reference.median_us), "compile_ms",
                      r->stages.compile_ms, "run_ms", r->stages.run_ms, "checks", checks_json(r),
                      "returns", pk_returns_json(e));
@@ -59,10 +69,12 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
     t->status = r->status;
     t->finished_at = pk_wall_time_s();
     t->result_json = pk_eval_result_to_json(r);
-    t->feedback = pk_summarizer_feedback(e->summarizer, r, e->problem);
+    t->feedback = pk_utf8_sanitize_take(pk_summarizer_feedback(e->summarizer, r, e->problem));
     e->n_turns++;
-    if (!t->result_json || !t->feedback)
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    if (!t->result_json)
+        return pk_error_set(err, PK_ERR_INTERNAL, "the evaluation result could not be encoded");
+    if (!t->feedback)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory writing feedback");
     pk_turn_facts facts;
     int rc = pk_turn_facts_from_result_json(t->result_json, &facts, err);
     if (rc)
@@ -83,7 +95,7 @@ static char *next_prompt(pk_episode *e) {
     char *prompt =
         pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
     free(views);
-    return prompt;
+    return pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
 }
 
 static char *dup_or_null(const char *text) {
@@ -138,11 +150,31 @@ static void finish_episode(pk_episode *e) {
     pk_reward_returns(&e->reward, e->returns, e->n_turns, e->returns);
 }
 
+/* The harness copies compiler and candidate output into the result: make every text valid
+ * UTF-8 before it reaches JSON, msgpack, feedback or the store. */
+static void sanitize_result(pk_eval_result *r) {
+    r->compile_log = pk_utf8_sanitize_take(r->compile_log);
+    r->stdout_tail = pk_utf8_sanitize_take(r->stdout_tail);
+    r->stderr_tail = pk_utf8_sanitize_take(r->stderr_tail);
+    pk_utf8_sanitize_buf(r->reason, sizeof r->reason);
+    pk_utf8_sanitize_buf(r->rule, sizeof r->rule);
+    pk_utf8_sanitize_buf(r->launcher, sizeof r->launcher);
+    pk_utf8_sanitize_buf(r->gpu_name, sizeof r->gpu_name);
+    for (int i = 0; i < r->n_checks && i < PK_EVAL_MAX_CHECKS; i++) {
+        pk_utf8_sanitize_buf(r->checks[i].name, sizeof r->checks[i].name);
+        pk_utf8_sanitize_buf(r->checks[i].detail, sizeof r->checks[i].detail);
+    }
+    for (int i = 0; i < r->n_trials && i < PK_EVAL_MAX_TRIALS; i++)
+        for (int k = 0; k < r->trials[i].n_mismatch && k < PK_EVAL_MAX_RANKS; k++)
+            pk_utf8_sanitize_buf(r->trials[i].mismatch[k].arg, sizeof r->trials[i].mismatch[k].arg);
+}
+
 /* Completes a step with its evaluation result and replies. Consumes p. */
-static void complete_step(pk_server *s, pk_pending_step *p, const pk_eval_result *r) {
+static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
     pk_episode *e = p->ep;
     pk_error err;
     pk_error_clear(&err);
+    sanitize_result(r);
     e->in_flight = NULL;
     e->last_active_ms = pk_now_ms();
     s->n.steps_done++;
@@ -276,8 +308,9 @@ void pk_op_step(pk_call *c) {
         return;
     }
     free(p->turn.summary);
-    p->turn.summary = pa.summary;
-    p->turn.code = pa.code;
+    /* The summarizer may cut text mid-character. */
+    p->turn.summary = pk_utf8_sanitize_take(pa.summary);
+    p->turn.code = pk_utf8_sanitize_take(pa.code);
     pa.summary = pa.code = NULL;
     p->turn.started_at = pk_wall_time_s();
     e->in_flight = p;

@@ -178,6 +178,31 @@ def test_evaluated_steps(c, server, pid):
     return True
 
 
+BAD_BYTES_CODE = r"""```cuda
+#include <stdio.h>
+#include "pk_ctx.h"
+extern "C" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {
+    fputs("bad bytes: \xff\xfe\xc3(\n", stderr);
+    return 1;
+}
+```
+"""
+
+
+def test_candidate_output_not_utf8(c, problem_ids):
+    """A candidate printing invalid UTF-8: the turn is still answered, with U+FFFD."""
+    if "selftest/scale" not in problem_ids:
+        print("  no selftest/scale: invalid-UTF-8 output check not run")
+        return
+    ep = c.call("reset", problem="selftest/scale", max_turns=1)["episode"]
+    s = c.call("step", episode=ep, action=BAD_BYTES_CODE)
+    expect(s["info"]["status"] == "runtime_error", f"status {s['info']['status']}")
+    expect("\ufffd" in s["observation"]["feedback"], "invalid bytes replaced in feedback")
+    t = c.call("trajectory", episode=ep)
+    expect("\ufffd" in (t["turns"][0]["result"]["stderr_tail"] or ""), "stored stderr repaired")
+    c.call("close", episode=ep)
+
+
 def test_ids_and_framing(server):
     sock = server.socket()
     for ident in (7, "abc", [1, {"k": None}], {"x": 1.5}, None, b"\x00\x01", -3, 2**63):
@@ -282,6 +307,7 @@ def main():
         test_ids_and_framing(srv)
         test_stats(c)
         evaluated = test_evaluated_steps(c, srv, pid)
+        test_candidate_output_not_utf8(c, [p["id"] for p in probs])
         expect_error(c.request("fly"), "unknown_op", "fly")
         c.close()
     except Exception:

@@ -10,6 +10,7 @@
 
 #include "pk_client.h"
 #include "request.h"
+#include "utf8.h"
 
 typedef struct packed {
     msgpack_sbuffer sb;
@@ -203,6 +204,18 @@ static void test_json_rejects_nul_key(void **state) {
     msgpack_unpacked_destroy(&u);
 }
 
+static void test_utf8_sanitize(void **state) {
+    (void)state;
+    char *clean = pk_utf8_sanitize("ok \xc3\xa9 \xff bad \xe2\x82 cut \xed\xa0\x80 surrogate");
+    assert_string_equal(clean, "ok \xc3\xa9 \xef\xbf\xbd bad \xef\xbf\xbd\xef\xbf\xbd cut "
+                               "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd surrogate");
+    json_t *j = json_string(clean); /* jansson accepts only valid UTF-8 */
+    assert_non_null(j);
+    json_decref(j);
+    free(clean);
+    assert_null(pk_utf8_sanitize(NULL));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_request_with_id),
@@ -213,6 +226,7 @@ int main(void) {
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_rejects_binary_and_int_keys),
         cmocka_unit_test(test_json_rejects_nul_key),
+        cmocka_unit_test(test_utf8_sanitize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
