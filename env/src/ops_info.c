@@ -15,8 +15,9 @@ json_t *pk_problem_summary_json(const pk_problem *p) {
 }
 
 json_t *pk_limits_json(const pk_server *s) {
-    return json_pack("{s:I, s:I, s:i, s:f, s:i, s:i}", "max_action_bytes",
-                     (json_int_t)s->opts.max_action_bytes, "max_request_bytes",
+    return json_pack("{s:I, s:I, s:I, s:i, s:f, s:i, s:i}", "max_action_bytes",
+                     (json_int_t)s->opts.max_action_bytes, "max_summary_bytes",
+                     (json_int_t)PK_MAX_SUMMARY_BYTES, "max_request_bytes",
                      (json_int_t)s->max_request_bytes, "max_episodes", s->opts.max_episodes,
                      "episode_idle_s", s->opts.episode_idle_s, "max_turns", s->opts.max_turns_limit,
                      "queue_limit", s->opts.queue_limit);

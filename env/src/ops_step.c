@@ -7,8 +7,6 @@
 #include "server.h"
 #include "utf8.h"
 
-#define MAX_SUMMARY_BYTES (64u << 10)
-
 static uint64_t splitmix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -260,7 +258,7 @@ static int read_step_fields(pk_call *c, pk_pending_step *p) {
         return -1;
     }
     if (pk_request_str(c->req, "action", 1, c->s->opts.max_action_bytes, &p->turn.action, &err) ||
-        pk_request_str(c->req, "summary", 0, MAX_SUMMARY_BYTES, &p->turn.summary, &err) ||
+        pk_request_str(c->req, "summary", 0, PK_MAX_SUMMARY_BYTES, &p->turn.summary, &err) ||
         pk_request_copy_id(c->req, &p->id_raw, &p->id_len, &err)) {
         pk_call_error(c, err.code == PK_ERR_INVALID ? PK_E_BAD_REQUEST : PK_E_INTERNAL, "%s",
                       err.message);

@@ -18,6 +18,7 @@
 #include "transport.h"
 
 #define PK_MAX_BINDS 8
+#define PK_MAX_SUMMARY_BYTES (64u << 10) /* a step's `summary` field */
 
 typedef struct pk_server_opts {
     const char *binds[PK_MAX_BINDS];

@@ -51,7 +51,8 @@ def test_hello(c):
     for g in r["gpus"]:
         expect({"index", "name", "memory_mib"} <= set(g), "gpu fields")
     expect(r["problems"] == len(c.list_problems()), "problem count")
-    for k in ("max_action_bytes", "max_request_bytes", "max_episodes", "episode_idle_s"):
+    for k in ("max_action_bytes", "max_summary_bytes", "max_request_bytes", "max_episodes",
+              "episode_idle_s", "max_turns", "queue_limit"):
         expect(k in r["limits"], f"limits.{k}")
 
 
