@@ -313,10 +313,9 @@ static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
     ctx->window = g_state.window;
     ctx->dev_comm = g_state.dev_comm;
     ctx->lsa_barrier_count = LSA_BARRIERS;
-    if (ctx->peer_base[ctx->rank] != ctx->sym_base) {
-        snprintf(b->error, sizeof b->error, "LSA pointer of this rank differs from the arena");
-        return -1;
-    }
+    // NCCL maps the window at its own addresses (ours included); our own entry stays the
+    // ncclMemAlloc pointer, so pk_peer(ctx, p, rank) == p. Both alias the same memory.
+    ctx->peer_base[ctx->rank] = ctx->sym_base;
     return 0;
 }
 

@@ -70,7 +70,9 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
      * NCCL_SOCKET_IFNAME=lo, NCCL_NVLS_ENABLE=0, Open MPI as root without CMA) plus ours. */
     const char *env_add[] = {"NCCL_NVLS_ENABLE=0", "NCCL_SOCKET_IFNAME=lo",
-                             "OMPI_MCA_btl=self,vader", "ASAN_OPTIONS=detect_leaks=0", NULL};
+                             "OMPI_MCA_btl=self,vader",
+                             /* mpirun needs an rsh agent to exist even for local ranks */
+                             "OMPI_MCA_plm_rsh_agent=false", "ASAN_OPTIONS=detect_leaks=0", NULL};
     pk_sandbox_opts so = {0};
     so.wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
     so.workdir = job->dir;
