@@ -58,6 +58,8 @@ typedef struct pk_stage_times {
     double run_setup_ms;  /* process launch, CUDA and NCCL init inside run_ms */
     double run_check_ms;  /* correctness trials inside run_ms */
     double run_timing_ms; /* timing inside run_ms */
+    double run_init_ms;   /* inside run_setup_ms: device, CUDA and NCCL init (slowest rank) */
+    double run_arena_ms;  /* inside run_setup_ms: arena, window, device communicator, buffers */
 } pk_stage_times;
 
 typedef struct pk_eval_result {

@@ -94,6 +94,7 @@ typedef struct rn_report {
     char gpu_name[64];
     char launcher[16];
     double setup_ms, check_ms, timing_ms;
+    double init_ms, arena_ms; /* slowest rank */
     int n_trials;
     pk_trial_verdict trials[PK_EVAL_MAX_TRIALS];
     int timed;

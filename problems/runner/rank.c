@@ -41,6 +41,7 @@ typedef struct rank_step {
     long long index;
     double expected, got;
     int unsynchronized;
+    double init_ms, arena_ms;
 } rank_step;
 
 static double now_ms(void) {
@@ -390,6 +391,8 @@ static int run_rank(rank_state *rs, rn_report *rep) {
     double t0 = now_ms();
     int init_rc = rs->p->device_gpu ? rn_backend_gpu_init(&rs->b, &rs->ctx, rs->g)
                                     : rn_backend_host_init(&rs->b, &rs->ctx);
+    st.init_ms = now_ms() - t0;
+    double t_arena = now_ms();
     if (init_rc)
         fail(&st, "device setup failed: %s", rs->b.error);
     else if (!load_objects(rs, &st) && !setup_buffers(rs, &st) && rs->init_fn) {
@@ -398,9 +401,14 @@ static int run_rank(rank_state *rs, rn_report *rep) {
             fail(&st, "solution_init failed%s", "");
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", -1);
     }
+    st.arena_ms = now_ms() - t_arena;
     snprintf(rep->gpu_name, sizeof rep->gpu_name, "%s", rs->b.name);
     if (phase_failed(rs, &st, rep, all))
         return 0;
+    for (int r = 0; r < rs->g->world; r++) {
+        rep->init_ms = fmax(rep->init_ms, all[r].init_ms);
+        rep->arena_ms = fmax(rep->arena_ms, all[r].arena_ms);
+    }
     rep->setup_ms = now_ms() - t0;
     t0 = now_ms();
     int all_passed = 1;

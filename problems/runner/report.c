@@ -59,7 +59,7 @@ int rn_report_write(const char *path, const rn_report *r) {
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 14);
+    msgpack_pack_map(&pk, 16);
     kv_i(&pk, "ok", r->ok);
     kv_str(&pk, "error", r->error);
     kv_i(&pk, "error_rank", r->error_rank);
@@ -68,6 +68,8 @@ int rn_report_write(const char *path, const rn_report *r) {
     kv_f(&pk, "setup_ms", r->setup_ms);
     kv_f(&pk, "check_ms", r->check_ms);
     kv_f(&pk, "timing_ms", r->timing_ms);
+    kv_f(&pk, "init_ms", r->init_ms);
+    kv_f(&pk, "arena_ms", r->arena_ms);
     key(&pk, "trials");
     msgpack_pack_array(&pk, (size_t)r->n_trials);
     for (int i = 0; i < r->n_trials; i++)

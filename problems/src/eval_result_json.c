@@ -163,6 +163,8 @@ int pk_eval_result_from_json(const char *json, pk_eval_result *r, pk_error *err)
     t->run_setup_ms = num(s, "run_setup_ms");
     t->run_check_ms = num(s, "run_check_ms");
     t->run_timing_ms = num(s, "run_timing_ms");
+    t->run_init_ms = num(s, "run_init_ms");
+    t->run_arena_ms = num(s, "run_arena_ms");
     r->compile_log = dup_str(o, "compile_log");
     r->stdout_tail = dup_str(o, "stdout_tail");
     r->stderr_tail = dup_str(o, "stderr_tail");

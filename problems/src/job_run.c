@@ -72,7 +72,15 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     const char *env_add[] = {"NCCL_NVLS_ENABLE=0", "NCCL_SOCKET_IFNAME=lo",
                              "OMPI_MCA_btl=self,vader",
                              /* mpirun needs an rsh agent to exist even for local ranks */
-                             "OMPI_MCA_plm_rsh_agent=false", "ASAN_OPTIONS=detect_leaks=0", NULL};
+                             "OMPI_MCA_plm_rsh_agent=false", "ASAN_OPTIONS=detect_leaks=0",
+                             /* host jobs see no /sys: hwloc would warn on every rank */
+                             "HWLOC_HIDE_ERRORS=2", NULL, NULL};
+    char nccl_debug[64];
+    const char *dbg = getenv("PKGYM_NCCL_DEBUG"); /* diagnosing NCCL inside the sandbox */
+    if (dbg && *dbg) {
+        snprintf(nccl_debug, sizeof nccl_debug, "NCCL_DEBUG=%s", dbg);
+        env_add[sizeof env_add / sizeof *env_add - 2] = nccl_debug;
+    }
     pk_sandbox_opts so = {0};
     so.wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
     so.workdir = job->dir;

@@ -41,7 +41,7 @@ void pk_harness_paths_get(pk_harness_paths *out);
 typedef struct pk_run_report {
     int ok, error_rank, timed, unsynchronized;
     char error[512], unsync_detail[256], gpu_name[64];
-    double setup_ms, check_ms, timing_ms;
+    double setup_ms, check_ms, timing_ms, init_ms, arena_ms;
 } pk_run_report;
 
 /* Reads the runner's msgpack result file: trials and timings into res, the rest into rep. */

@@ -20,8 +20,10 @@ static int read_marker(const pk_job *job, int rank, const char *ext, char *buf, 
     return 0;
 }
 
-/* Ranks still inside the candidate; if none is, every rank that had not finished. */
-static void find_hung(const pk_job *job, pk_eval_result *res) {
+/* Ranks still inside the candidate; if none is, every rank that had not finished. `where`
+ * gets each rank's last state ("rank 1: candidate trial 0"), to tell a hung candidate from a
+ * hung reference or harness. */
+static void find_hung(const pk_job *job, pk_eval_result *res, pk_strbuf *where) {
     int in_candidate[PK_MAX_RANKS] = {0}, unfinished[PK_MAX_RANKS] = {0}, n_cand = 0;
     for (int r = 0; r < job->world; r++) {
         char buf[64] = "";
@@ -29,6 +31,13 @@ static void find_hung(const pk_job *job, pk_eval_result *res) {
         in_candidate[r] = have && strncmp(buf, "candidate", 9) == 0;
         unfinished[r] = !have || strncmp(buf, "done", 4) != 0;
         n_cand += in_candidate[r];
+        char state[32] = "not started";
+        int trial = -1;
+        if (have && sscanf(buf, "%31s %d", state, &trial) < 1)
+            snprintf(state, sizeof state, "unknown");
+        pk_strbuf_printf(where, "%srank %d: %s", r ? "; " : "", r, state);
+        if (trial >= 0)
+            pk_strbuf_printf(where, " trial %d", trial);
     }
     res->n_hung = 0;
     for (int r = 0; r < job->world; r++)
@@ -111,16 +120,16 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
     if (sr->status == PK_SB_SETUP_ERROR)
         return pk_error_set(err, PK_ERR_SYSTEM, "run sandbox: %s", sr->detail);
     if (sr->status == PK_SB_TIMEOUT) {
-        find_hung(job, res);
+        pk_strbuf where = {0}, hung = {0};
+        find_hung(job, res, &where);
         res->status = PK_STATUS_TIMEOUT;
-        pk_strbuf sb = {0};
         for (int i = 0; i < res->n_hung; i++)
-            pk_strbuf_printf(&sb, "%s%d", i ? "," : "", res->hung_ranks[i]);
+            pk_strbuf_printf(&hung, "%s%d", i ? "," : "", res->hung_ranks[i]);
         snprintf(res->reason, sizeof res->reason,
-                 "the run exceeded %.0f ms; rank(s) %s had not "
-                 "finished",
-                 sr->wall_ms, sb.data ? sb.data : "?");
-        pk_strbuf_free(&sb);
+                 "the run exceeded %.0f ms; rank(s) %s had not finished (%s)", sr->wall_ms,
+                 hung.data ? hung.data : "?", where.data ? where.data : "");
+        pk_strbuf_free(&where);
+        pk_strbuf_free(&hung);
         return PK_OK;
     }
     pk_run_report rep;
@@ -131,6 +140,8 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         res->stages.run_check_ms = rep.check_ms;
         res->stages.run_timing_ms = rep.timing_ms;
         res->stages.run_setup_ms = res->stages.run_ms - rep.check_ms - rep.timing_ms;
+        res->stages.run_init_ms = rep.init_ms;
+        res->stages.run_arena_ms = rep.arena_ms;
     }
     if (!have || sr->status != PK_SB_OK || !rep.ok) {
         res->status = PK_STATUS_RUNTIME_ERROR;

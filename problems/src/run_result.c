@@ -100,6 +100,8 @@ int pk_run_result_read(const char *path, pk_eval_result *res, pk_run_report *rep
     rep->setup_ms = num(m, "setup_ms");
     rep->check_ms = num(m, "check_ms");
     rep->timing_ms = num(m, "timing_ms");
+    rep->init_ms = num(m, "init_ms");
+    rep->arena_ms = num(m, "arena_ms");
     const msgpack_object *tr = get(m, "trials");
     res->n_trials = 0;
     for (uint32_t i = 0;
