@@ -13,6 +13,7 @@ import msgpack
 import zmq
 
 from pkserver import SRC, Client, Server, raw_request, selftest_problems
+from pkgym_client import Env
 
 ERROR_CODES = {"bad_request", "unknown_op", "unknown_problem", "unknown_episode", "episode_done",
                "busy", "overloaded", "internal"}
@@ -204,6 +205,23 @@ def test_candidate_output_not_utf8(c, problem_ids):
     c.call("close", episode=ep)
 
 
+def test_env_wrapper(c, pid):
+    """The Gymnasium-style Env: reset -> (obs, info); step -> 5-tuple."""
+    env = Env(pid, max_turns=2, client=c)
+    obs, info = env.reset(seed=5, options={"reward": {"penalty_format": 1.0}})
+    expect(obs["turn"] == 0 and obs["prompt"] and info["settings"]["seed"] == 5, "Env.reset")
+    obs, reward, terminated, truncated, info = env.step(NO_CODE)
+    expect(reward == -1.0 and not terminated and not truncated and info["turn"] == 1, "Env.step")
+    expect(obs["feedback"] and obs["prompt"], "Env.step observation")
+    first = env.episode
+    env.reset()  # closes the previous episode
+    expect_error(c.request("trajectory", episode=first), "unknown_episode")
+    *_, truncated, info = env.step(NO_CODE)
+    *_, truncated, info = env.step(NO_CODE)
+    expect(truncated and len(info["returns"]) == 2, "Env episode ends after max_turns")
+    env.close()
+
+
 def test_ids_and_framing(server):
     sock = server.socket()
     for ident in (7, "abc", [1, {"k": None}], {"x": 1.5}, None, b"\x00\x01", -3, 2**63):
@@ -305,6 +323,7 @@ def main():
         test_list_and_get(c, pid)
         test_reset(c, pid)
         test_format_error_episode(c, pid)
+        test_env_wrapper(c, pid)
         test_ids_and_framing(srv)
         test_stats(c)
         evaluated = test_evaluated_steps(c, srv, pid)
