@@ -14,7 +14,8 @@ static void usage(void) {
     fprintf(stderr,
             "usage: pk-runner --problem-dir DIR --suite S --name N --module SO\n"
             "  (--candidate SO | --reference-as-candidate) --seed N --trials N\n"
-            "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n");
+            "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
+            "  [--skip-reference-timing]\n");
 }
 
 static int parse(int argc, char **argv, rn_opts *o) {
@@ -41,6 +42,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->world = atoi(argv[++i]);
         } else if (!strcmp(a, "--skip-timing")) {
             o->skip_timing = 1;
+        } else if (!strcmp(a, "--skip-reference-timing")) {
+            o->skip_reference_timing = 1;
         } else if (!strcmp(a, "--reference-as-candidate")) {
             o->reference_as_candidate = 1;
         } else {

@@ -21,6 +21,7 @@ typedef struct rn_opts {
     const char *problem_dir, *suite, *name, *module, *candidate, *out, *progress_dir, *launcher;
     uint64_t seed;
     int trials, world, skip_timing, reference_as_candidate;
+    int skip_reference_timing; /* the harness has a cached baseline */
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */

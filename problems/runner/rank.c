@@ -312,14 +312,15 @@ static int time_both(rank_state *rs, rn_report *rep, rank_step *st) {
     double host_total[2] = {0, 0}, event_total[2] = {0, 0};
     int warm[2] = {0, 0};
     const int blocks = iters >= 2 ? 2 : 1; /* candidate and reference interleaved */
-    for (int who = 0; who < 2; who++) {
+    const int n_who = rs->o->skip_reference_timing ? 1 : 2;
+    for (int who = 0; who < n_who; who++) {
         timed_arg t = {rs, who};
         if (warm_up(rs, &t, &warm[who]))
             return fail(st, "warm-up failed: %s", rs->b.error);
     }
     for (int blk = 0; blk < blocks; blk++) {
         int lo = iters * blk / blocks, n = iters * (blk + 1) / blocks - lo;
-        for (int who = 0; who < 2; who++) {
+        for (int who = 0; who < n_who; who++) {
             timed_arg t = {rs, who};
             double host = 0;
             if (rs->g->barrier(rs->g))
@@ -341,7 +342,7 @@ static int time_both(rank_state *rs, rn_report *rep, rank_step *st) {
                  rs->ctx.rank, host_total[0], event_total[0]);
     }
     pk_timing *out[2] = {&rep->candidate, &rep->reference};
-    for (int who = 0; who < 2; who++) {
+    for (int who = 0; who < n_who; who++) {
         if (rs->g->allgather(rs->g, mine[who], all, sizeof(double) * (size_t)iters))
             return fail(st, "rank gather failed%s", "");
         double per_iter[RN_MAX_TIMED_ITERS];

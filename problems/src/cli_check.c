@@ -10,11 +10,13 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
-            "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n\n"
+            "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
+            "                   [--baseline-us US]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
             "--reference times the reference against itself (FILE is not needed).\n"
+            "--baseline-us uses a cached reference time instead of timing the reference.\n"
             "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
             "failed, 2 on bad usage.\n");
 }
@@ -88,6 +90,8 @@ int pk_cmd_check(int argc, char **argv) {
             id = argv[++i];
         } else if (!strcmp(a, "--trials") && v) {
             o.trials = atoi(argv[++i]);
+        } else if (!strcmp(a, "--baseline-us") && v) {
+            o.baseline_us = atof(argv[++i]);
         } else if (!strcmp(a, "--timeout-ms") && v) {
             o.run_timeout_ms = atoi(argv[++i]);
         } else if (!strcmp(a, "--world-size") && v) {

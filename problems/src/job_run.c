@@ -65,6 +65,8 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     }
     if (job->opts.skip_timing)
         argv[n++] = "--skip-timing";
+    if (job->opts.baseline_us > 0)
+        argv[n++] = "--skip-reference-timing";
     argv[n] = NULL;
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
