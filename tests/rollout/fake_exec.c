@@ -23,6 +23,10 @@ static int compile(void *ctx, pk_sched_task *t) {
     if (strncmp(t->source, "hfail", 5) == 0)
         return pk_error_set(t->err, PK_ERR_IO, "fake harness failure");
     t->state = malloc(1);
+    pthread_mutex_lock(&st->mu);
+    if (t->ticket < 4096)
+        st->compile_done_at[t->ticket] = ++st->clock;
+    pthread_mutex_unlock(&st->mu);
     if (strncmp(t->source, "cerr", 4) == 0) {
         t->res->status = PK_STATUS_COMPILE_ERROR;
         return PK_OK;
@@ -37,6 +41,8 @@ static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     pthread_mutex_lock(&st->mu);
     if (st->runs < 4096)
         st->run_order[st->runs] = t->ticket;
+    if (t->ticket < 4096)
+        st->run_started_at[t->ticket] = ++st->clock;
     st->runs++;
     if (n_gpus != (fp->needs_gpu ? fp->world_size : 0))
         st->wrong_width++;

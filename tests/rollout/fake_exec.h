@@ -22,6 +22,10 @@ typedef struct fake_stats {
     int double_booked;        /* a GPU given to two running jobs at once */
     int wrong_width;          /* a run given a GPU count other than its world size */
     uint64_t run_order[4096]; /* tickets in the order runs started */
+    /* Event clock: when each ticket's compile ended and its run started (0: never). */
+    int clock;
+    int compile_done_at[4096];
+    int run_started_at[4096];
 } fake_stats;
 
 void fake_exec_init(fake_stats *st, pk_sched_exec *exec);
