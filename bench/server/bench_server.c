@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pk_client.h"
 
@@ -200,13 +201,14 @@ int main(int argc, char **argv) {
     }
     json_decref(stats_req);
     json_decref(stats);
+    /* The load threads are left in their current step (which may take seconds): their counts
+     * are read now and the process exits without joining them. */
     stop_load = 1;
     size_t n = 0, steps = 0;
     int errors = 0;
     for (int i = 0; i < o.clients; i++)
         n += ws[i].n, errors += ws[i].errors;
     for (int i = 0; i < o.load_steps; i++) {
-        pthread_join(lt[i], NULL);
         steps += loads[i].n;
         errors += loads[i].errors;
     }
@@ -236,6 +238,10 @@ int main(int argc, char **argv) {
     free(all);
     free(ws);
     free(th);
+    fflush(stdout);
+    fflush(stderr);
+    if (o.load_steps > 0)
+        _exit(errors ? 1 : 0); /* load threads still hold their sockets */
     free(loads);
     free(lt);
     return errors ? 1 : 0;

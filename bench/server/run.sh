@@ -13,7 +13,9 @@ bench=$build/tests/env/bench_server
 tmp=$(mktemp -d)
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 ep=tcp://127.0.0.1:$port
-"$pkgym" serve --bind "$ep" --data-dir "$tmp/data" --modules "$build/problems/modules" >"$tmp/server.log" 2>&1 &
+# Grace 0: steps still in flight at the end are cancelled rather than waited for.
+"$pkgym" serve --bind "$ep" --data-dir "$tmp/data" --modules "$build/problems/modules" \
+    --shutdown-grace-ms 0 >"$tmp/server.log" 2>&1 &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 100); do
