@@ -8,6 +8,7 @@
 #include "pk_baseline_cache.h"
 #include "pk_compile_cache.h"
 #include "pk_host_info.h"
+#include "pk_key_gate.h"
 #include "pk_sched_exec.h"
 
 typedef struct harness_exec {
@@ -15,6 +16,7 @@ typedef struct harness_exec {
     char *baseline_dir;              /* NULL: no caching */
     int remeasure_baseline;
     pk_host_info host;
+    pk_key_gate gate; /* compile keys being compiled */
 } harness_exec;
 
 static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, pk_error *err) {
@@ -62,6 +64,8 @@ static int compile(void *ctx, pk_sched_task *t) {
         return rc; /* no job: the result already says why (e.g. format error) */
     t->state = job;
     const char *key = pk_job_compile_key(job);
+    /* Identical jobs in flight (e.g. equal responses in one GRPO group) compile once. */
+    int gated = h->compile_cache && pk_key_gate_enter(&h->gate, key) == PK_OK;
     char *cached = pk_compile_cache_lookup(h->compile_cache, key);
     if (cached) {
         rc = pk_job_use_object(job, cached, t->res, t->err);
@@ -78,6 +82,8 @@ static int compile(void *ctx, pk_sched_task *t) {
                                        &store_err) == PK_OK;
         }
     }
+    if (gated)
+        pk_key_gate_leave(&h->gate, key);
     t->run_needed = !rc && compiled_ok(job, t->res);
     return rc;
 }
@@ -102,6 +108,7 @@ static void release(void *ctx, pk_sched_task *t) {
 static void destroy(void *ctx) {
     harness_exec *h = ctx;
     pk_compile_cache_close(h->compile_cache);
+    pk_key_gate_destroy(&h->gate);
     free(h->baseline_dir);
     free(h);
 }
@@ -119,6 +126,7 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
     if (!h)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     h->remeasure_baseline = opts ? opts->remeasure_baseline : 0;
+    pk_key_gate_init(&h->gate);
     pk_host_info_read(&h->host);
     int rc = PK_OK;
     if (opts && opts->cache_dir) {

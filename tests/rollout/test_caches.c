@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -14,6 +15,7 @@
 #include "pk_baseline_cache.h"
 #include "pk_compile_cache.h"
 #include "pk_host_info.h"
+#include "pk_key_gate.h"
 
 static char root[256];
 
@@ -115,11 +117,43 @@ static void test_host_info(void **state) {
     assert_string_not_equal(h.cpu_model, "unknown");
 }
 
+typedef struct gate_arg {
+    pk_key_gate *g;
+    volatile int entered;
+} gate_arg;
+
+static void *enter_k(void *p) {
+    gate_arg *a = p;
+    pk_key_gate_enter(a->g, "k");
+    __atomic_store_n(&a->entered, 1, __ATOMIC_SEQ_CST);
+    pk_key_gate_leave(a->g, "k");
+    return NULL;
+}
+
+static void test_key_gate(void **state) {
+    pk_key_gate g;
+    pk_key_gate_init(&g);
+    assert_int_equal(pk_key_gate_enter(&g, "k"), PK_OK);
+    assert_int_equal(pk_key_gate_enter(&g, "other"), PK_OK); /* other keys do not wait */
+    gate_arg a = {.g = &g};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, enter_k, &a), 0);
+    usleep(100000);
+    assert_int_equal(__atomic_load_n(&a.entered, __ATOMIC_SEQ_CST), 0); /* "k" is held */
+    pk_key_gate_leave(&g, "k");
+    pthread_join(th, NULL);
+    assert_int_equal(a.entered, 1);
+    assert_int_equal(g.waits, 1);
+    pk_key_gate_leave(&g, "other");
+    pk_key_gate_destroy(&g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compile_cache),
         cmocka_unit_test(test_baseline_cache),
         cmocka_unit_test(test_host_info),
+        cmocka_unit_test(test_key_gate),
     };
     return cmocka_run_group_tests(tests, make_root, remove_root);
 }

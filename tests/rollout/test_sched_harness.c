@@ -67,7 +67,7 @@ typedef struct sched {
     pk_scheduler *s;
 } sched;
 
-static void start(sched *sc, env *e, int remeasure) {
+static void start_with(sched *sc, env *e, int remeasure, int compile_workers) {
     static int seq;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://harness-done-%d", seq++);
@@ -80,13 +80,17 @@ static void start(sched *sc, env *e, int remeasure) {
     snprintf(cache, sizeof cache, "%s/cache", e->cache);
     pk_scheduler_opts o = {.zmq_ctx = sc->zctx,
                            .done_endpoint = ep,
-                           .compile_workers = 1,
+                           .compile_workers = compile_workers,
                            .cache_dir = cache,
                            .remeasure_baseline = remeasure};
     pk_error err;
     int rc = pk_scheduler_create(&o, &sc->s, &err);
     if (rc)
         fail_msg("create: %s", err.message);
+}
+
+static void start(sched *sc, env *e, int remeasure) {
+    start_with(sc, e, remeasure, 1);
 }
 
 static void stop(sched *sc) {
@@ -189,10 +193,42 @@ static void test_compile_error_is_not_cached(void **state) {
     stop(&sc);
 }
 
+/* Two identical jobs in flight on two compile workers: one compiles, the other waits for it
+ * and takes the object from the cache. */
+static void test_identical_jobs_compile_once(void **state) {
+    env *e = *state;
+    sched sc;
+    start_with(&sc, e, 0, 2);
+    char *src = malloc(strlen(correct_scale) + 32);
+    sprintf(src, "// twins\n%s", correct_scale);
+    pk_eval_opts opts;
+    pk_eval_opts_default(&opts);
+    opts.trials = 1;
+    opts.skip_timing = 1;
+    pk_error err;
+    for (int i = 0; i < 2; i++)
+        if (pk_scheduler_submit(sc.s, e->scale, src, &opts, NULL, NULL, &err))
+            fail_msg("submit: %s", err.message);
+    for (int i = 0; i < 2; i++) {
+        pk_completion *c = NULL;
+        assert_int_equal(zmq_recv(sc.pull, &c, sizeof c, 0), (int)sizeof c);
+        assert_int_equal(c->harness_rc, 0);
+        assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+        pk_completion_free(c);
+    }
+    free(src);
+    pk_scheduler_stats st;
+    pk_scheduler_get_stats(sc.s, &st);
+    assert_int_equal(st.compile_cache_misses, 1);
+    assert_int_equal(st.compile_cache_hits, 1);
+    stop(&sc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compile_and_baseline_cache),
         cmocka_unit_test(test_compile_error_is_not_cached),
+        cmocka_unit_test(test_identical_jobs_compile_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
