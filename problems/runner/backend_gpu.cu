@@ -10,6 +10,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -156,7 +157,36 @@ static void *gpu_alloc(rn_backend *b, size_t bytes) {
     return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
 }
 
+#define MAX_REF_WINDOWS PK_MAX_ARGS
+static void *ref_bufs[MAX_REF_WINDOWS];
+static ncclWindow_t ref_wins[MAX_REF_WINDOWS];
+static int n_ref;
+
+// PKGYM_REF_IN_WINDOW=1 (experiment, off by default): reference outputs in their own
+// registered windows (still outside the arena), so that host-driven NCCL point-to-point calls
+// see registered memory on both sides. Every rank allocates them in the same order, which
+// the collective registration needs.
+static void *gpu_alloc_reference(rn_backend *b, size_t bytes) {
+    void *p = NULL;
+    if (n_ref == MAX_REF_WINDOWS || ncclMemAlloc(&p, bytes) != ncclSuccess)
+        return NULL;
+    if (ncclCommWindowRegister(g_state.comm, p, bytes, &ref_wins[n_ref], NCCL_WIN_COLL_SYMMETRIC) !=
+        ncclSuccess) {
+        ncclMemFree(p);
+        return NULL;
+    }
+    ref_bufs[n_ref++] = p;
+    return p;
+}
+
 static void gpu_free(rn_backend *b, void *p) {
+    for (int i = 0; p && i < n_ref; i++)
+        if (ref_bufs[i] == p) {
+            ncclCommWindowDeregister(g_state.comm, ref_wins[i]);
+            ncclMemFree(p);
+            ref_bufs[i] = NULL;
+            return;
+        }
     if (p)
         cudaFree(p);
 }
@@ -359,6 +389,9 @@ extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
     b->gpu = 1;
     b->alloc_private = gpu_alloc;
     b->free_private = gpu_free;
+    const char *ref_win = getenv("PKGYM_REF_IN_WINDOW");
+    if (ref_win && strcmp(ref_win, "1") == 0)
+        b->alloc_reference = gpu_alloc_reference;
     b->generate = gpu_generate;
     b->poison = gpu_poison;
     b->copy = gpu_copy;

@@ -53,6 +53,8 @@ typedef struct rn_backend {
     char name[64]; /* GPU name, or "host" */
     char error[256];
     void *(*alloc_private)(struct rn_backend *b, size_t bytes); /* outside the arena */
+    /* Like alloc_private, for reference outputs (collective on GPUs when registered). */
+    void *(*alloc_reference)(struct rn_backend *b, size_t bytes);
     void (*free_private)(struct rn_backend *b, void *p);
     int (*generate)(struct rn_backend *b, void *p, pk_dtype t, size_t count, uint64_t key);
     int (*poison)(struct rn_backend *b, void *p, pk_dtype t, size_t count);

@@ -138,7 +138,8 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
     rs->ctx.scratch_size = scratch;
     for (int i = 0; i < rs->p->n_args; i++) {
         size_t n = rs->arg_bytes[i] ? rs->arg_bytes[i] : 1;
-        rs->ref_out[i] = rs->b.alloc_private(&rs->b, n);
+        rs->ref_out[i] = rs->b.alloc_reference ? rs->b.alloc_reference(&rs->b, n)
+                                               : rs->b.alloc_private(&rs->b, n);
         rs->pristine[i] = rs->b.alloc_private(&rs->b, n);
         rs->snap[i] = rs->b.alloc_private(&rs->b, n);
         if (!rs->ref_out[i] || !rs->pristine[i] || !rs->snap[i])

@@ -76,13 +76,17 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
                              /* mpirun needs an rsh agent to exist even for local ranks */
                              "OMPI_MCA_plm_rsh_agent=false", "ASAN_OPTIONS=detect_leaks=0",
                              /* host jobs see no /sys: hwloc would warn on every rank */
-                             "HWLOC_HIDE_ERRORS=2", NULL, NULL};
+                             "HWLOC_HIDE_ERRORS=2", NULL, NULL, NULL};
+    /* Diagnostics for GPU jobs, passed through from the harness's environment. */
     char nccl_debug[64];
-    const char *dbg = getenv("PKGYM_NCCL_DEBUG"); /* diagnosing NCCL inside the sandbox */
+    size_t n_env = sizeof env_add / sizeof *env_add - 3;
+    const char *dbg = getenv("PKGYM_NCCL_DEBUG"), *ref_win = getenv("PKGYM_REF_IN_WINDOW");
     if (dbg && *dbg) {
         snprintf(nccl_debug, sizeof nccl_debug, "NCCL_DEBUG=%s", dbg);
-        env_add[sizeof env_add / sizeof *env_add - 2] = nccl_debug;
+        env_add[n_env++] = nccl_debug;
     }
+    if (ref_win && strcmp(ref_win, "1") == 0)
+        env_add[n_env++] = "PKGYM_REF_IN_WINDOW=1";
     pk_sandbox_opts so = {0};
     so.wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
     so.workdir = job->dir;
