@@ -70,6 +70,13 @@ int pk_rm_rf(const char *path);
 int pk_path_exists(const char *path);
 char *pk_path_join(const char *a, const char *b); /* malloc'd */
 
+/* UTF-8 repair. A malloc'd copy of s with every invalid sequence replaced by U+FFFD (NULL when
+ * s is NULL or memory runs out); the _take form frees s; the _buf form repairs in place,
+ * truncating at a character boundary when the repaired text does not fit in cap bytes. */
+char *pk_utf8_sanitize(const char *s);
+char *pk_utf8_sanitize_take(char *s);
+void pk_utf8_sanitize_buf(char *buf, size_t cap);
+
 /* SHA-256. */
 typedef struct pk_sha256 {
     uint32_t state[8];

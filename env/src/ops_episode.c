@@ -5,7 +5,6 @@
 #include "episode_options.h"
 #include "pk_client.h"
 #include "server.h"
-#include "utf8.h"
 
 #define DEFAULT_MAX_TURNS 4
 #define MAX_GROUP_LEN 256

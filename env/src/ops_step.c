@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "server.h"
-#include "utf8.h"
 
 static uint64_t splitmix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;

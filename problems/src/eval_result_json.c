@@ -5,6 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Candidate output and compiler logs may hold any bytes; JSON strings must be UTF-8. */
+static json_t *text(const char *s) {
+    if (!s)
+        return json_null();
+    char *clean = pk_utf8_sanitize(s);
+    json_t *j = clean ? json_string(clean) : json_null();
+    free(clean);
+    return j;
+}
+
 static json_t *timing_to_json(const pk_timing *t) {
     return json_pack("{s:f,s:f,s:f,s:f,s:i,s:i}", "median_us", t->median_us, "cv", t->cv, "min_us",
                      t->min_us, "mean_us", t->mean_us, "iters", t->iters, "warmup_iters",
@@ -15,43 +25,41 @@ static json_t *trial_to_json(const pk_trial_verdict *t) {
     json_t *mm = json_array();
     for (int i = 0; i < t->n_mismatch && i < PK_EVAL_MAX_RANKS; i++) {
         const pk_rank_mismatch *m = &t->mismatch[i];
-        json_array_append_new(mm, json_pack("{s:i,s:s,s:I,s:f,s:f}", "rank", m->rank, "arg", m->arg,
-                                            "index", (json_int_t)m->index, "expected", m->expected,
-                                            "got", m->got));
+        json_array_append_new(mm, json_pack("{s:i,s:o,s:I,s:f,s:f}", "rank", m->rank, "arg",
+                                            text(m->arg), "index", (json_int_t)m->index, "expected",
+                                            m->expected, "got", m->got));
     }
     return json_pack("{s:b,s:f,s:f,s:b,s:i,s:o}", "passed", t->passed, "max_abs_err",
                      t->max_abs_err, "max_rel_err", t->max_rel_err, "inputs_modified",
                      t->inputs_modified, "n_mismatch", t->n_mismatch, "mismatch", mm);
 }
 
-static json_t *opt_string(const char *s) {
-    return s ? json_string(s) : json_null();
-}
-
 char *pk_eval_result_to_json(const pk_eval_result *r) {
     json_t *checks = json_array(), *trials = json_array(), *hung = json_array();
     for (int i = 0; i < r->n_checks; i++)
         json_array_append_new(checks,
-                              json_pack("{s:s,s:b,s:s}", "name", r->checks[i].name, "passed",
-                                        r->checks[i].passed, "detail", r->checks[i].detail));
+                              json_pack("{s:o,s:b,s:o}", "name", text(r->checks[i].name), "passed",
+                                        r->checks[i].passed, "detail", text(r->checks[i].detail)));
     for (int i = 0; i < r->n_trials && i < PK_EVAL_MAX_TRIALS; i++)
         json_array_append_new(trials, trial_to_json(&r->trials[i]));
     for (int i = 0; i < r->n_hung && i < PK_EVAL_MAX_RANKS; i++)
         json_array_append_new(hung, json_integer(r->hung_ranks[i]));
     const pk_stage_times *s = &r->stages;
-    json_t *stages = json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "prepare_ms", s->prepare_ms,
-                               "compile_ms", s->compile_ms, "symbols_ms", s->symbols_ms, "run_ms",
-                               s->run_ms, "total_ms", s->total_ms, "run_setup_ms", s->run_setup_ms,
-                               "run_check_ms", s->run_check_ms, "run_timing_ms", s->run_timing_ms);
+    json_t *stages = json_pack(
+        "{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "prepare_ms", s->prepare_ms, "compile_ms",
+        s->compile_ms, "symbols_ms", s->symbols_ms, "run_ms", s->run_ms, "total_ms", s->total_ms,
+        "run_setup_ms", s->run_setup_ms, "run_check_ms", s->run_check_ms, "run_timing_ms",
+        s->run_timing_ms, "run_init_ms", s->run_init_ms, "run_arena_ms", s->run_arena_ms);
     json_t *o = json_pack(
-        "{s:s,s:s,s:s,s:o,s:o,s:b,s:o,s:o,s:f,s:f,s:i,s:i,s:o,s:i,s:i,s:s,s:s,s:o,s:o,s:o,s:o}",
-        "status", pk_status_name(r->status), "reason", r->reason, "rule", r->rule, "checks", checks,
-        "trials", trials, "has_timing", r->has_timing, "candidate", timing_to_json(&r->candidate),
-        "reference", timing_to_json(&r->reference), "speedup", r->speedup, "roofline_us",
-        r->roofline_us, "world_size", r->world_size, "n_hung", r->n_hung, "hung_ranks", hung,
-        "exit_code", r->exit_code, "signal", r->signal, "launcher", r->launcher, "gpu_name",
-        r->gpu_name, "stages", stages, "compile_log", opt_string(r->compile_log), "stdout_tail",
-        opt_string(r->stdout_tail), "stderr_tail", opt_string(r->stderr_tail));
+        "{s:s,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:f,s:f,s:i,s:i,s:o,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
+        "status", pk_status_name(r->status), "reason", text(r->reason), "rule", text(r->rule),
+        "checks", checks, "trials", trials, "has_timing", r->has_timing, "candidate",
+        timing_to_json(&r->candidate), "reference", timing_to_json(&r->reference), "speedup",
+        r->speedup, "roofline_us", r->roofline_us, "world_size", r->world_size, "n_hung", r->n_hung,
+        "hung_ranks", hung, "exit_code", r->exit_code, "signal", r->signal, "launcher",
+        text(r->launcher), "gpu_name", text(r->gpu_name), "stages", stages, "compile_log",
+        text(r->compile_log), "stdout_tail", text(r->stdout_tail), "stderr_tail",
+        text(r->stderr_tail));
     if (!o)
         return NULL;
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));

@@ -76,12 +76,24 @@ static void files_round_trip(void **state) {
     free(sub);
 }
 
+static void utf8_repair(void **state) {
+    (void)state;
+    char *s = pk_utf8_sanitize("a\xe2\x82\xac b\xff c\xed\xa0\x80");
+    assert_string_equal(s, "a\xe2\x82\xac b\xef\xbf\xbd c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    free(s);
+    char buf[6] = "ab\xff\xff";
+    pk_utf8_sanitize_buf(buf, sizeof buf); /* "ab" + U+FFFD fits, the second does not */
+    assert_string_equal(buf, "ab\xef\xbf\xbd");
+    assert_null(pk_utf8_sanitize(NULL));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sha256_known_vectors),
         cmocka_unit_test(strbuf_grows_and_formats),
         cmocka_unit_test(status_names_round_trip),
         cmocka_unit_test(files_round_trip),
+        cmocka_unit_test(utf8_repair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

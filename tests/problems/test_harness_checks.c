@@ -62,6 +62,28 @@ static void result_json_round_trip(void **state) {
     assert_int_equal(pk_eval_result_from_json("[1]", &back, &err), PK_ERR_INVALID);
 }
 
+/* A candidate may print any bytes; the JSON (store, check --json) must still be produced. */
+static void result_json_repairs_invalid_utf8(void **state) {
+    (void)state;
+    pk_eval_result r, back;
+    pk_eval_result_init(&r);
+    pk_eval_result_init(&back);
+    r.status = PK_STATUS_RUNTIME_ERROR;
+    r.stdout_tail = strdup("ok \xff\xfe bytes");
+    r.stages.run_init_ms = 640.25;
+    snprintf(r.reason, sizeof r.reason, "bad \xc3");
+    char *json = pk_eval_result_to_json(&r);
+    assert_non_null(json);
+    pk_error err;
+    assert_int_equal(pk_eval_result_from_json(json, &back, &err), PK_OK);
+    assert_string_equal(back.stdout_tail, "ok \xef\xbf\xbd\xef\xbf\xbd bytes");
+    assert_string_equal(back.reason, "bad \xef\xbf\xbd");
+    assert_true(back.stages.run_init_ms == 640.25);
+    free(json);
+    pk_eval_result_free(&r);
+    pk_eval_result_free(&back);
+}
+
 static void checks_list_is_bounded(void **state) {
     (void)state;
     pk_eval_result r;
@@ -181,6 +203,7 @@ static void roofline_floor(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(result_json_round_trip),
+        cmocka_unit_test(result_json_repairs_invalid_utf8),
         cmocka_unit_test(checks_list_is_bounded),
         cmocka_unit_test_setup(elf_accepts_a_clean_object, elf_setup),
         cmocka_unit_test_setup(elf_rejects_interposition, elf_setup),

@@ -1,5 +1,6 @@
-/* UTF-8 repair (see utf8.h). */
-#include "utf8.h"
+/* UTF-8 repair: text that reaches replies, JSON and the store must be valid UTF-8, but
+ * compiler logs and a candidate's own output may hold any bytes. */
+#include "pk_common.h"
 
 #include <stdint.h>
 #include <stdlib.h>
