@@ -10,7 +10,7 @@
 
 #include "pk_client.h"
 #include "request.h"
-#include "utf8.h"
+#include "pk_common.h"
 
 typedef struct packed {
     msgpack_sbuffer sb;
