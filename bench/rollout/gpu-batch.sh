@@ -19,6 +19,8 @@ gpus=$(seq -s, 0 $((n_gpus - 1)))
 tmp=$(mktemp -d /tmp/pk-bench-gpu-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 "$src/rollout/replay/make-collectives.sh" "$tmp/replay" >/dev/null
+# EXCLUDE="scatter gather": leave those collectives out of the batch.
+for x in ${EXCLUDE:-}; do rm -rf "$tmp/replay/collectives/$x"; done
 log=$tmp/results.md
 {
     echo "## collectives GPU batch: $(date -u +%Y-%m-%dT%H:%MZ)"
