@@ -162,10 +162,11 @@ static void *ref_bufs[MAX_REF_WINDOWS];
 static ncclWindow_t ref_wins[MAX_REF_WINDOWS];
 static int n_ref;
 
-// PKGYM_REF_IN_WINDOW=1 (experiment, off by default): reference outputs in their own
-// registered windows (still outside the arena), so that host-driven NCCL point-to-point calls
-// see registered memory on both sides. Every rank allocates them in the same order, which
-// the collective registration needs.
+// Reference outputs live in their own registered windows, outside the arena (the candidate
+// cannot reach them through its pointers). Registered memory on both sides matters: host-driven
+// ncclSend/ncclRecv (scatter, gather, all-to-all references) from the windowed arena into plain
+// cudaMalloc memory hangs in NCCL 2.28.3 (seen on 2xH200, 2026-11-22). Every rank allocates
+// them in the same order, which the collective registration needs.
 static void *gpu_alloc_reference(rn_backend *b, size_t bytes) {
     void *p = NULL;
     if (n_ref == MAX_REF_WINDOWS || ncclMemAlloc(&p, bytes) != ncclSuccess)
@@ -389,9 +390,7 @@ extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
     b->gpu = 1;
     b->alloc_private = gpu_alloc;
     b->free_private = gpu_free;
-    const char *ref_win = getenv("PKGYM_REF_IN_WINDOW");
-    if (ref_win && strcmp(ref_win, "1") == 0)
-        b->alloc_reference = gpu_alloc_reference;
+    b->alloc_reference = gpu_alloc_reference;
     b->generate = gpu_generate;
     b->poison = gpu_poison;
     b->copy = gpu_copy;

@@ -80,13 +80,11 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     /* Diagnostics for GPU jobs, passed through from the harness's environment. */
     char nccl_debug[64];
     size_t n_env = sizeof env_add / sizeof *env_add - 3;
-    const char *dbg = getenv("PKGYM_NCCL_DEBUG"), *ref_win = getenv("PKGYM_REF_IN_WINDOW");
+    const char *dbg = getenv("PKGYM_NCCL_DEBUG");
     if (dbg && *dbg) {
         snprintf(nccl_debug, sizeof nccl_debug, "NCCL_DEBUG=%s", dbg);
         env_add[n_env++] = nccl_debug;
     }
-    if (ref_win && strcmp(ref_win, "1") == 0)
-        env_add[n_env++] = "PKGYM_REF_IN_WINDOW=1";
     pk_sandbox_opts so = {0};
     so.wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
     so.workdir = job->dir;
