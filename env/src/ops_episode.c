@@ -106,6 +106,15 @@ void pk_op_reset(pk_call *c) {
         pk_episode_free(e);
         return;
     }
+    /* Refuse now, not at the first step, an episode this server cannot evaluate. */
+    int world = e->eval.world_size > 0 ? e->eval.world_size : pk_problem_world_size(p);
+    if (pk_problem_needs_gpu(p) && world > s->sched_gpus) {
+        pk_call_error(c, PK_E_BAD_REQUEST,
+                      "problem '%s' needs %d GPUs; this server has %d (hello.gpus)",
+                      pk_problem_id(p), world, s->sched_gpus);
+        pk_episode_free(e);
+        return;
+    }
     json_object_set_new(e->settings, "max_turns", json_integer(e->max_turns));
     json_object_set_new(e->settings, "seed", e->has_seed ? json_integer(e->seed) : json_null());
     json_object_set_new(e->settings, "group", e->group ? json_string(e->group) : json_null());

@@ -335,7 +335,10 @@ void pk_op_step(pk_call *c) {
         e->in_flight = NULL;
         s->n.steps_in_flight--;
         free_pending(p);
-        pk_call_error(c, rc == PK_ERR_OVERLOADED ? PK_E_OVERLOADED : PK_E_INTERNAL, "%s",
-                      err.message);
+        pk_call_error(c,
+                      rc == PK_ERR_OVERLOADED    ? PK_E_OVERLOADED
+                      : rc == PK_ERR_UNSUPPORTED ? PK_E_BAD_REQUEST
+                                                 : PK_E_INTERNAL,
+                      "%s", err.message);
     }
 }

@@ -428,6 +428,7 @@ static int init_sockets(pk_server *s, pk_error *err) {
         memcpy(so.gpus, s->opts.gpus, sizeof so.gpus);
     }
     so.n_gpus = n_gpus;
+    s->sched_gpus = n_gpus;
     char *cache = pk_path_join(s->opts.data_dir, "cache");
     so.cache_dir = cache;
     rc = pk_scheduler_create(&so, &s->sched, err);

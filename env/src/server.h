@@ -67,6 +67,7 @@ typedef struct pk_server {
     void *stored_pull;       /* finished store jobs come back here */
     int resets_pending;      /* episodes waiting for their first store commit */
     pk_scheduler *sched;
+    int sched_gpus; /* GPU slots the scheduler was given */
     pk_reward_config reward_default;
     json_t *feedback_default; /* object */
     json_t *gpus;             /* [{index, name, memory_mib}] */

@@ -100,6 +100,8 @@ def test_reset(c, pid):
                  "bad_request", "options.check.trials")
     expect_error(c.request("reset", problem=pid, options={"feedback": {"nope": 1}}),
                  "bad_request", "options.feedback")
+    if not c.call("hello")["gpus"]:
+        expect_error(c.request("reset", problem="collectives/allreduce"), "bad_request", "GPUs")
 
 
 def test_format_error_episode(c, pid):
