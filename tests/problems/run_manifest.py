@@ -81,7 +81,11 @@ def main():
         # Two forms: {"problem": ID, "solutions": [{"file": F, ...}]} or {F: {...}}.
         entries = m["solutions"] if "solutions" in m else [
             dict(v, file=k) for k, v in m.items() if isinstance(v, dict)]
+        # PK_MANIFEST_WORLD=N runs every submission at world size N (issue #9's CPU pass).
+        world = os.environ.get("PK_MANIFEST_WORLD")
         for entry in entries:
+            if world:
+                entry = dict(entry, world_size=int(world))
             jobs.append((problem, sol_dir, entry))
     if not jobs:
         print("no %s manifests found" % want_device)
