@@ -52,7 +52,9 @@ typedef struct pk_episode {
     int done;
     double *returns; /* n_turns values once done */
     pk_pending_step *in_flight;
-    int closed; /* closed while a step was in flight: freed when it completes */
+    int closed;        /* closed with a step in flight or a turn not yet committed: freed when
+                          both are over (pk_server_release_if_closed) */
+    int store_pending; /* store jobs of its turns submitted and not yet committed */
     double last_active_ms;
     struct pk_episode *next; /* hash chain */
 } pk_episode;

@@ -139,7 +139,7 @@ void pk_op_reset(pk_call *c) {
         return;
     }
     /* The reply goes out once the episode is in the store (and then in the table). */
-    pk_server_store_then_reply(s, job, &c->env, id_raw, id_len, body, e);
+    pk_server_store_then_reply(s, job, &c->env, id_raw, id_len, body, e, NULL);
 }
 
 /* Finds the open episode named by the required `episode` field, or replies with the error. */
@@ -154,25 +154,25 @@ pk_episode *pk_call_episode(pk_call *c) {
     if (!e || e->closed)
         pk_call_error(c, PK_E_UNKNOWN_EPISODE,
                       "no open episode '%s' (never opened, closed, or expired after "
-                      "limits.episode_idle_s; closed trajectories stay in the store)",
+                      "limits.episode_idle_s; `trajectory` still reads those from the store)",
                       id);
     free(id);
     return e && !e->closed ? e : NULL;
 }
 
+/* Its trajectory stays readable (`trajectory` reads the store). A close after the last step
+ * reply is safe: step replies only after its turn is committed. A close before that (a step
+ * in flight, or a turn still queued in the store writer) keeps the episode in memory until
+ * the turn is committed (pk_server_release_if_closed), so no turn is ever missing. */
 void pk_op_close(pk_call *c) {
     pk_episode *e = pk_call_episode(c);
     if (!e)
         return;
     json_t *body =
         json_pack("{s:s, s:i, s:b}", "episode", e->id, "turns", e->n_turns, "done", e->done);
-    if (e->in_flight) {
-        /* Its step still gets its reply; the episode is freed when the evaluation returns. */
-        e->closed = 1;
-    } else {
-        pk_episode_remove(&c->s->episodes, e);
-        pk_episode_free(e);
-    }
+    /* A step in flight still gets its reply. */
+    e->closed = 1;
+    pk_server_release_if_closed(c->s, e);
     pk_call_ok(c, body);
 }
 
@@ -185,26 +185,97 @@ json_t *pk_returns_json(const pk_episode *e) {
     return a;
 }
 
-static json_t *turn_json(const pk_turn_record *t, int index) {
+/* One turn of the reply: the same fields for a turn in memory and one read from the store. */
+static json_t *turn_json(const pk_turn_row *t) {
     json_t *result = t->result_json ? json_loads(t->result_json, 0, NULL) : NULL;
-    return json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:f, s:o, s:s?, s:f, s:f}", "turn", index + 1,
+    return json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:f, s:o, s:s?, s:f, s:f}", "turn", t->turn + 1,
                      "action", t->action, "summary", t->summary, "code", t->code, "status",
                      pk_status_name(t->status), "score", t->score, "result",
                      result ? result : json_null(), "feedback", t->feedback, "started_at",
                      t->started_at, "finished_at", t->finished_at);
 }
 
-void pk_op_trajectory(pk_call *c) {
-    pk_episode *e = pk_call_episode(c);
+/* The reply's fields, wherever the episode was found. Consumes seed, settings, turns and
+ * returns. */
+static json_t *trajectory_json(const pk_episode_row *row, json_t *seed, int done, int in_flight,
+                               json_t *settings, json_t *turns, json_t *returns) {
+    return json_pack("{s:s, s:s, s:s?, s:o, s:i, s:b, s:b, s:o, s:o, s:o}", "episode",
+                     row->episode_id, "problem", row->problem_id, "group", row->group, "seed",
+                     seed ? seed : json_null(), "max_turns", row->max_turns, "done", done,
+                     "in_flight", in_flight, "settings", settings ? settings : json_null(), "turns",
+                     turns, "returns", returns);
+}
+
+static void memory_trajectory(pk_call *c, const pk_episode *e) {
+    json_t *turns = json_array();
+    for (int i = 0; turns && i < e->n_turns; i++) {
+        const pk_turn_record *t = &e->turns[i];
+        pk_turn_row row = {.turn = i,
+                           .action = t->action,
+                           .summary = t->summary,
+                           .code = t->code,
+                           .status = t->status,
+                           .score = t->score,
+                           .result_json = t->result_json,
+                           .feedback = t->feedback,
+                           .started_at = t->started_at,
+                           .finished_at = t->finished_at};
+        json_array_append_new(turns, turn_json(&row));
+    }
+    pk_episode_row row = {.episode_id = e->id,
+                          .problem_id = pk_problem_id(e->problem),
+                          .group = e->group,
+                          .max_turns = e->max_turns};
+    pk_call_ok(c, trajectory_json(&row, e->has_seed ? json_integer(e->seed) : json_null(), e->done,
+                                  e->in_flight != NULL, json_incref(e->settings), turns,
+                                  pk_returns_json(e)));
+}
+
+/* A closed or expired episode (or one of an earlier server run on this data dir): read back
+ * from the store. Nothing of it is in flight. Returns 0 when the store has no such episode. */
+static int stored_trajectory(pk_call *c, const char *id) {
+    pk_store_episode *e = NULL;
+    pk_error err;
+    pk_error_clear(&err);
+    if (pk_store_read_episode(c->s->reader, id, &e, &err)) {
+        pk_call_error(c, PK_E_INTERNAL, "%s", err.message);
+        return 1;
+    }
     if (!e)
-        return;
+        return 0;
+    /* The stored settings are the ones reset returned; they hold the seed (the seed column
+     * is -1 for "none", which a client could also have chosen). */
+    json_t *settings = e->row.config_json ? json_loads(e->row.config_json, 0, NULL) : NULL;
+    json_t *seed = json_object_get(settings, "seed");
+    seed = seed ? json_incref(seed) : e->row.seed < 0 ? json_null() : json_integer(e->row.seed);
     json_t *turns = json_array();
     for (int i = 0; turns && i < e->n_turns; i++)
-        json_array_append_new(turns, turn_json(&e->turns[i], i));
-    pk_call_ok(c,
-               json_pack("{s:s, s:s, s:s?, s:o, s:i, s:b, s:b, s:O, s:o, s:o}", "episode", e->id,
-                         "problem", pk_problem_id(e->problem), "group", e->group, "seed",
-                         e->has_seed ? json_integer(e->seed) : json_null(), "max_turns",
-                         e->max_turns, "done", e->done, "in_flight", e->in_flight != NULL,
-                         "settings", e->settings, "turns", turns, "returns", pk_returns_json(e)));
+        json_array_append_new(turns, turn_json(&e->turns[i]));
+    json_t *returns = e->finished ? json_array() : json_null();
+    for (int i = 0; e->finished && returns && i < e->n_turns; i++)
+        json_array_append_new(returns, json_real(e->returns[i]));
+    pk_call_ok(c, trajectory_json(&e->row, seed, e->finished, 0, settings, turns, returns));
+    pk_store_episode_free(e);
+    return 1;
+}
+
+void pk_op_trajectory(pk_call *c) {
+    char *id;
+    pk_error err;
+    if (pk_request_str(c->req, "episode", 1, 256, &id, &err)) {
+        pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
+        return;
+    }
+    /* In memory: open, or closed with its last step not yet committed (it has the newest
+     * state then). Else the store: close or expiry frees an episode only after every turn it
+     * replied to is committed, so the store has all of its turns. */
+    pk_episode *e = pk_episode_find(&c->s->episodes, id);
+    if (e)
+        memory_trajectory(c, e);
+    else if (!stored_trajectory(c, id))
+        pk_call_error(c, PK_E_UNKNOWN_EPISODE,
+                      "no episode '%s' in memory or in the trajectory store (never opened with "
+                      "this --data-dir)",
+                      id);
+    free(id);
 }

@@ -198,22 +198,21 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
         body = pk_error_body(PK_E_INTERNAL, err.message);
     }
     if (body && !json_object_get(body, "error") && job) {
-        /* The reply goes out once the turn is committed to the store. */
-        pk_server_store_then_reply(s, job, &p->env, p->id_raw, p->id_len, body, NULL);
+        /* The reply goes out once the turn is committed to the store; an episode closed
+         * meanwhile stays in memory until then, so `trajectory` never misses the turn. */
+        pk_server_store_then_reply(s, job, &p->env, p->id_raw, p->id_len, body, NULL, e);
         p->id_raw = NULL; /* now owned by the deferred reply */
-    } else {
-        if (body && !json_object_get(body, "error")) {
-            json_decref(body);
-            body = pk_error_body(PK_E_INTERNAL, "out of memory preparing the store write");
-        }
-        pk_store_job_free(job);
-        pk_server_reply(s, &p->env, p->id_raw, p->id_len, body);
+        free_pending(p);
+        return;
     }
+    if (body && !json_object_get(body, "error")) {
+        json_decref(body);
+        body = pk_error_body(PK_E_INTERNAL, "out of memory preparing the store write");
+    }
+    pk_store_job_free(job);
+    pk_server_reply(s, &p->env, p->id_raw, p->id_len, body);
     free_pending(p);
-    if (e->closed) {
-        pk_episode_remove(&s->episodes, e);
-        pk_episode_free(e);
-    }
+    pk_server_release_if_closed(s, e);
 }
 
 void pk_server_on_completion(pk_server *s, pk_completion *done) {
@@ -236,10 +235,7 @@ void pk_server_on_completion(pk_server *s, pk_completion *done) {
         pk_server_reply(s, &p->env, p->id_raw, p->id_len,
                         pk_error_body(PK_E_INTERNAL, done->error.message));
         free_pending(p);
-        if (e->closed) {
-            pk_episode_remove(&s->episodes, e);
-            pk_episode_free(e);
-        }
+        pk_server_release_if_closed(s, e);
     } else {
         complete_step(s, p, &done->result);
     }

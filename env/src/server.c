@@ -17,6 +17,7 @@
 #define BATCH 256          /* requests handled per poll round */
 #define COMPLETION_BATCH 2 /* completions handled per poll round */
 #define EXPIRY_PERIOD_MS 1000.0
+#define PK_STORE_READ_BUSY_MS 200 /* the most a `trajectory` read waits on another's lock */
 
 void pk_server_opts_default(pk_server_opts *o) {
     memset(o, 0, sizeof *o);
@@ -152,23 +153,34 @@ typedef struct deferred_reply {
     size_t id_len;
     json_t *body;
     pk_episode *new_episode;
+    pk_episode *turn_episode; /* kept in memory until the job is committed */
 } deferred_reply;
 
+void pk_server_release_if_closed(pk_server *s, pk_episode *e) {
+    if (e && e->closed && !e->in_flight && e->store_pending == 0) {
+        pk_episode_remove(&s->episodes, e);
+        pk_episode_free(e);
+    }
+}
+
 void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
-                                char *id_raw, size_t id_len, json_t *body,
-                                pk_episode *new_episode) {
+                                char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode,
+                                pk_episode *turn_episode) {
     deferred_reply *d = calloc(1, sizeof *d);
     if (!d) {
         pk_server_reply(s, env, id_raw, id_len, pk_error_body(PK_E_INTERNAL, "out of memory"));
         free(id_raw);
         json_decref(body);
         pk_episode_free(new_episode);
+        pk_server_release_if_closed(s, turn_episode);
         pk_store_job_free(job);
         return;
     }
-    *d = (deferred_reply){*env, id_raw, id_len, body, new_episode};
+    *d = (deferred_reply){*env, id_raw, id_len, body, new_episode, turn_episode};
     if (new_episode)
         s->resets_pending++;
+    if (turn_episode)
+        turn_episode->store_pending++;
     job->user = d;
     pk_store_writer_submit(s->writer, job);
 }
@@ -199,6 +211,11 @@ static void on_stored(pk_server *s, pk_store_job *job) {
                             json_string(job->err.message));
     }
     pk_server_reply(s, &d->env, d->id_raw, d->id_len, body);
+    if (d->turn_episode) {
+        /* From here on the store has the turn: a closed episode may leave memory. */
+        d->turn_episode->store_pending--;
+        pk_server_release_if_closed(s, d->turn_episode);
+    }
     free(d->id_raw);
     free(d);
     pk_store_job_free(job);
@@ -253,7 +270,9 @@ static void expire_idle(pk_server *s, double now) {
         pk_episode *e = s->episodes.bucket[b];
         while (e) {
             pk_episode *next = e->next;
-            if (!e->in_flight && now - e->last_active_ms > limit_ms) {
+            /* Not while a turn of it is being committed: expired, it is read from the store. */
+            if (!e->in_flight && !e->closed && e->store_pending == 0 &&
+                now - e->last_active_ms > limit_ms) {
                 pk_episode_remove(&s->episodes, e);
                 pk_episode_free(e);
                 s->n.episodes_expired++;
@@ -456,9 +475,21 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
     char *db = pk_path_join(o->data_dir, "trajectories.sqlite");
     pk_store *store = NULL;
     rc = db ? pk_store_open(db, &store, err) : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    free(db);
-    if (rc)
+    if (rc) {
+        free(db);
         return rc;
+    }
+    /* `trajectory` of closed or expired episodes reads through its own read-only connection
+     * (WAL: readers never wait for the writer thread's commits); a short busy timeout, as it
+     * runs on the serving thread. */
+    rc = db ? pk_store_open_readonly(db, &s->reader, err)
+            : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    free(db);
+    if (rc) {
+        pk_store_close(store);
+        return rc;
+    }
+    pk_store_set_busy_timeout(s->reader, PK_STORE_READ_BUSY_MS);
     char stored[96];
     snprintf(stored, sizeof stored, "inproc://pkgym-stored-%p", (void *)s);
     int unlimited = 0;
@@ -485,6 +516,7 @@ void pk_server_free(pk_server *s) {
     if (s->sched)
         pk_scheduler_free(s->sched);
     pk_store_writer_stop(s->writer); /* only set here when init failed half-way */
+    pk_store_close(s->reader);
     if (s->stored_pull)
         zmq_close(s->stored_pull);
     if (s->router)

@@ -64,6 +64,7 @@ typedef struct pk_server {
     void *done_pull;
     pk_problem_set *problems;
     pk_store_writer *writer; /* owns the trajectory store */
+    pk_store *reader;        /* read-only connection, used only by the serving thread */
     void *stored_pull;       /* finished store jobs come back here */
     int resets_pending;      /* episodes waiting for their first store commit */
     pk_scheduler *sched;
@@ -92,9 +93,14 @@ void pk_server_free(pk_server *s);
 
 /* Commits job on the store writer, then sends body (consumed) to env with the raw id (owned by
  * the call). new_episode: a reset's episode, inserted into the table only once stored; on a
- * store failure it is freed and the reply is `internal`. */
+ * store failure it is freed and the reply is `internal`. turn_episode: the episode whose turn the
+ * job stores; it stays in memory, even when closed, until the job is committed, so `trajectory`
+ * (memory first, then the store) never misses a turn. */
 void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
-                                char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode);
+                                char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode,
+                                pk_episode *turn_episode);
+/* Frees e when it was closed and has neither a step in flight nor a turn being committed. */
+void pk_server_release_if_closed(pk_server *s, pk_episode *e);
 
 /* Replies. body: a JSON object, consumed; "ok" is added. */
 void pk_server_reply(pk_server *s, const pk_envelope *env, const char *id_raw, size_t id_len,

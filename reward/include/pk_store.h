@@ -1,4 +1,5 @@
-/* pk_store: the SQLite (WAL) trajectory store. One connection per thread.
+/* pk_store: the SQLite (WAL) trajectory store. One connection per thread; readers (read-only
+ * connections) may run beside the one writer.
  *
  * Every turn is committed when pk_store_add_turn returns (synchronous=FULL), so a kill -9
  * of the server loses at most the steps in flight. Schema: docs/rewards.md.
@@ -45,6 +46,26 @@ int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err);
 /* Records the online returns (n must equal the number of stored turns) and finished_at. */
 int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *returns, int n,
                             pk_error *err);
+
+/* One episode read back: its row and turns as they were written (strings owned by it). */
+typedef struct pk_store_episode {
+    pk_episode_row row; /* seed: -1 when the episode had none (the server's config has it) */
+    double finished_at; /* 0 until the returns are recorded */
+    int finished;       /* the returns were recorded */
+    double *returns;    /* n_turns of them when finished, else NULL */
+    int n_turns;
+    pk_turn_row *turns; /* ordered by turn (0-based), texts included */
+} pk_store_episode;
+
+/* Reads one episode with its turns in one read transaction (a consistent snapshot, safe while
+ * another connection writes). *out is NULL, and PK_OK returned, when no episode has that id.
+ * Free *out with pk_store_episode_free. */
+int pk_store_read_episode(pk_store *s, const char *episode_id, pk_store_episode **out,
+                          pk_error *err);
+void pk_store_episode_free(pk_store_episode *e);
+
+/* How long this connection waits on another's lock before failing (default 5000 ms). */
+void pk_store_set_busy_timeout(pk_store *s, int ms);
 
 #ifdef __cplusplus
 }

@@ -149,6 +149,11 @@ int pk_store_open_readonly(const char *path, pk_store **out, pk_error *err) {
     return PK_OK;
 }
 
+void pk_store_set_busy_timeout(pk_store *s, int ms) {
+    if (s && s->db)
+        sqlite3_busy_timeout(s->db, ms > 0 ? ms : 0);
+}
+
 void pk_store_close(pk_store *s) {
     if (!s)
         return;

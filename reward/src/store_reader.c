@@ -1,4 +1,5 @@
-/* Streams stored episodes with their turns, so export does not hold the whole store. */
+/* Reads stored episodes with their turns: streamed, so export does not hold the whole store
+ * (pk_store_each_episode), or one by id (pk_store_read_episode, the server's `trajectory`). */
 #include "store_reader.h"
 
 #include <jansson.h>
@@ -91,49 +92,171 @@ static int load_turns(pk_store *s, sqlite3_stmt *st, pk_stored_episode *e, int w
     return rc;
 }
 
+#define EPISODE_SELECT                                                                             \
+    "SELECT id, problem_id, group_id, seed, max_turns, config_json, task_prompt, created_at,"      \
+    " finished_at, returns_json FROM episodes"
+#define TURNS_SELECT                                                                               \
+    "SELECT turn, status, score, result_json, started_at, finished_at, action, summary, code,"     \
+    " feedback FROM turns WHERE episode_id = ? ORDER BY turn"
+
+static int prepare_both(pk_store *s, const char *episodes_sql, sqlite3_stmt **eps,
+                        sqlite3_stmt **turns, pk_error *err) {
+    *eps = *turns = NULL;
+    if (sqlite3_prepare_v2(s->db, episodes_sql, -1, eps, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(s->db, TURNS_SELECT, -1, turns, NULL) != SQLITE_OK)
+        return pk_error_set(err, PK_ERR_IO, "trajectory store: %s", sqlite3_errmsg(s->db));
+    return PK_OK;
+}
+
+/* Reads the episode at eps's current row, with its turns and returns, into e (zeroed). */
+static int read_episode(pk_store *s, sqlite3_stmt *eps, sqlite3_stmt *turns, int with_text,
+                        pk_stored_episode *e, pk_error *err) {
+    e->id = column_text(eps, 0);
+    e->problem_id = column_text(eps, 1);
+    e->group = column_text(eps, 2);
+    e->seed = sqlite3_column_int64(eps, 3);
+    e->max_turns = sqlite3_column_int(eps, 4);
+    e->config_json = column_text(eps, 5);
+    e->task_prompt = column_text(eps, 6);
+    e->created_at = sqlite3_column_double(eps, 7);
+    e->finished_at = sqlite3_column_double(eps, 8);
+    const char *returns = (const char *)sqlite3_column_text(eps, 9);
+    if (!e->id || !e->problem_id)
+        return pk_error_set(err, PK_ERR_INVALID, "trajectory store: episode without id");
+    int rc = load_turns(s, turns, e, with_text, err);
+    if (rc == PK_OK && returns)
+        rc = read_returns(e, returns, err);
+    return rc;
+}
+
 int pk_store_each_episode(pk_store *s, int with_text, pk_episode_fn fn, void *ctx, pk_error *err) {
-    sqlite3_stmt *eps = NULL, *turns = NULL;
-    int rc = PK_OK, step = SQLITE_DONE;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT id, problem_id, group_id, seed, max_turns, config_json,"
-                           " task_prompt, created_at, finished_at, returns_json FROM episodes"
-                           " ORDER BY created_at, id",
-                           -1, &eps, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(s->db,
-                           "SELECT turn, status, score, result_json, started_at, finished_at,"
-                           " action, summary, code, feedback FROM turns WHERE episode_id = ?"
-                           " ORDER BY turn",
-                           -1, &turns, NULL) != SQLITE_OK) {
-        rc = pk_error_set(err, PK_ERR_IO, "trajectory store: %s", sqlite3_errmsg(s->db));
+    sqlite3_stmt *eps, *turns;
+    int step = SQLITE_DONE;
+    int rc = prepare_both(s, EPISODE_SELECT " ORDER BY created_at, id", &eps, &turns, err);
+    if (rc)
         goto out;
-    }
     /* One read transaction: a consistent snapshot even while a server keeps writing. */
     sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL);
     while (rc == PK_OK && (step = sqlite3_step(eps)) == SQLITE_ROW) {
         pk_stored_episode e = {0};
-        e.id = column_text(eps, 0);
-        e.problem_id = column_text(eps, 1);
-        e.group = column_text(eps, 2);
-        e.seed = sqlite3_column_int64(eps, 3);
-        e.max_turns = sqlite3_column_int(eps, 4);
-        e.config_json = column_text(eps, 5);
-        e.task_prompt = column_text(eps, 6);
-        e.created_at = sqlite3_column_double(eps, 7);
-        e.finished_at = sqlite3_column_double(eps, 8);
-        const char *returns = (const char *)sqlite3_column_text(eps, 9);
-        if (!e.id || !e.problem_id)
-            rc = pk_error_set(err, PK_ERR_INVALID, "trajectory store: episode without id");
-        if (rc == PK_OK)
-            rc = load_turns(s, turns, &e, with_text, err);
-        if (rc == PK_OK && returns)
-            rc = read_returns(&e, returns, err);
+        rc = read_episode(s, eps, turns, with_text, &e, err);
         if (rc == PK_OK)
             rc = fn(&e, ctx, err);
         free_episode(&e);
     }
     if (rc == PK_OK && step != SQLITE_DONE)
         rc = pk_error_set(err, PK_ERR_IO, "trajectory store: %s", sqlite3_errmsg(s->db));
+    sqlite3_reset(eps);
     sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+out:
+    sqlite3_finalize(eps);
+    sqlite3_finalize(turns);
+    return rc;
+}
+
+void pk_store_episode_free(pk_store_episode *e) {
+    if (!e)
+        return;
+    for (int i = 0; i < e->n_turns; i++) {
+        pk_turn_row *t = &e->turns[i];
+        free((char *)t->episode_id);
+        free((char *)t->action);
+        free((char *)t->summary);
+        free((char *)t->code);
+        free((char *)t->result_json);
+        free((char *)t->feedback);
+    }
+    free(e->turns);
+    free(e->returns);
+    free((char *)e->row.episode_id);
+    free((char *)e->row.problem_id);
+    free((char *)e->row.group);
+    free((char *)e->row.config_json);
+    free((char *)e->row.task_prompt);
+    free(e);
+}
+
+/* Moves what the reader loaded into the public form; from is left empty. */
+static int publish(pk_stored_episode *from, pk_store_episode **out, pk_error *err) {
+    if (from->returns_malformed)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "trajectory store: episode '%s': its stored returns do not match its "
+                            "%d turn(s)",
+                            from->id, from->n_turns);
+    pk_store_episode *e = calloc(1, sizeof *e);
+    if (!e ||
+        (from->n_turns > 0 && !(e->turns = calloc((size_t)from->n_turns, sizeof *e->turns)))) {
+        free(e);
+        return pk_error_set(err, PK_ERR_NOMEM, "trajectory store: out of memory");
+    }
+    for (int i = 0; i < from->n_turns; i++) {
+        pk_stored_turn *t = &from->turns[i];
+        e->turns[i] = (pk_turn_row){.episode_id = strdup(from->id),
+                                    .turn = t->turn,
+                                    .action = t->action,
+                                    .summary = t->summary,
+                                    .code = t->code,
+                                    .status = t->status,
+                                    .score = t->score,
+                                    .result_json = t->result_json,
+                                    .feedback = t->feedback,
+                                    .started_at = t->started_at,
+                                    .finished_at = t->finished_at};
+        t->action = t->summary = t->code = t->result_json = t->feedback = NULL;
+        e->n_turns++;
+        if (!e->turns[i].episode_id) {
+            pk_store_episode_free(e);
+            return pk_error_set(err, PK_ERR_NOMEM, "trajectory store: out of memory");
+        }
+    }
+    e->row = (pk_episode_row){.episode_id = from->id,
+                              .problem_id = from->problem_id,
+                              .group = from->group,
+                              .seed = from->seed,
+                              .max_turns = from->max_turns,
+                              .config_json = from->config_json,
+                              .created_at = from->created_at,
+                              .task_prompt = from->task_prompt};
+    from->id = from->problem_id = from->group = from->config_json = from->task_prompt = NULL;
+    e->finished_at = from->finished_at;
+    e->finished = from->finished;
+    e->returns = from->online_returns;
+    from->online_returns = NULL;
+    *out = e;
+    return PK_OK;
+}
+
+int pk_store_read_episode(pk_store *s, const char *episode_id, pk_store_episode **out,
+                          pk_error *err) {
+    *out = NULL;
+    if (!s || !episode_id)
+        return pk_error_set(err, PK_ERR_INVALID, "trajectory store: no store or episode id");
+    sqlite3_stmt *eps, *turns;
+    int rc = prepare_both(s, EPISODE_SELECT " WHERE id = ?", &eps, &turns, err);
+    if (rc)
+        goto out;
+    /* The episode row and its turns from one snapshot, even while the writer commits. */
+    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = pk_error_set(err, PK_ERR_IO, "trajectory store: %s", sqlite3_errmsg(s->db));
+        goto out;
+    }
+    sqlite3_bind_text(eps, 1, episode_id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(eps);
+    if (step == SQLITE_ROW) {
+        pk_stored_episode e = {0};
+        rc = read_episode(s, eps, turns, 1, &e, err);
+        if (rc == PK_OK)
+            rc = publish(&e, out, err);
+        free_episode(&e);
+    } else if (step != SQLITE_DONE) {
+        rc = pk_error_set(err, PK_ERR_IO, "trajectory store: reading episode '%s': %s", episode_id,
+                          sqlite3_errmsg(s->db));
+    }
+    sqlite3_reset(eps);
+    /* Ends the read transaction: a snapshot left open would keep the WAL from being
+     * checkpointed. */
+    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 out:
     sqlite3_finalize(eps);
     sqlite3_finalize(turns);

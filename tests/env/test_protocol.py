@@ -135,7 +135,11 @@ def test_format_error_episode(c, pid):
     expect(t["turns"][0]["result"]["status"] == "format_error", "trajectory result")
     c.call("close", episode=ep)
     expect_error(c.request("step", episode=ep, action=NO_CODE), "unknown_episode")
-    expect_error(c.request("trajectory", episode=ep), "unknown_episode")
+    stored = c.call("trajectory", episode=ep)  # closed: read back from the store
+    expect({k: v for k, v in stored.items() if k != "id"} == {k: v for k, v in t.items()
+                                                              if k != "id"},
+           "trajectory after close differs")
+    expect_error(c.request("trajectory", episode="0" * 32), "unknown_episode")
     expect_error(c.request("close", episode=ep), "unknown_episode")
     expect_error(c.request("step", episode="x" * 32, action=NO_CODE), "unknown_episode")
     expect_error(c.request("step", action=NO_CODE), "bad_request", "'episode'")
@@ -217,7 +221,7 @@ def test_env_wrapper(c, pid):
     expect(obs["feedback"] and obs["prompt"], "Env.step observation")
     first = env.episode
     env.reset()  # closes the previous episode
-    expect_error(c.request("trajectory", episode=first), "unknown_episode")
+    expect(len(c.call("trajectory", episode=first)["turns"]) == 1, "closed episode's turn stored")
     *_, truncated, info = env.step(NO_CODE)
     *_, truncated, info = env.step(NO_CODE)
     expect(truncated and len(info["returns"]) == 2, "Env episode ends after max_turns")

@@ -142,6 +142,121 @@ static void write_and_read_back(void **state) {
     expect_query(path, "SELECT count(*) FROM turns", "2");
 }
 
+/* pk_store_read_episode: one episode back, while the writer's connection stays open. */
+static void read_episode_back(void **state) {
+    const char *path = db_path(state);
+    pk_store *w = NULL, *r = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_open(path, &w, &err), PK_OK);
+    pk_episode_row e = {.episode_id = "ep1",
+                        .problem_id = "selftest/scale",
+                        .group = "g1",
+                        .seed = 7,
+                        .max_turns = 3,
+                        .config_json = "{\"seed\":7}",
+                        .created_at = 1000.25,
+                        .task_prompt = "Scale it."};
+    assert_int_equal(pk_store_begin_episode(w, &e, &err), PK_OK);
+    assert_int_equal(pk_store_open_readonly(path, &r, &err), PK_OK);
+    pk_store_set_busy_timeout(r, 200);
+    pk_store_episode *got = NULL;
+    assert_int_equal(pk_store_read_episode(r, "ep1", &got, &err), PK_OK);
+    assert_non_null(got);
+    assert_int_equal(got->n_turns, 0);
+    assert_false(got->finished);
+    assert_null(got->returns);
+    pk_store_episode_free(got);
+
+    pk_turn_row t0 = {.episode_id = "ep1",
+                      .turn = 0,
+                      .action = "no code",
+                      .summary = "plan",
+                      .status = PK_STATUS_FORMAT_ERROR,
+                      .score = -0.25,
+                      .feedback = "no code block",
+                      .started_at = 1001.5,
+                      .finished_at = 1001.75};
+    pk_turn_row t1 = {.episode_id = "ep1",
+                      .turn = 1,
+                      .action = "```cuda\nx\n```",
+                      .code = "x",
+                      .status = PK_STATUS_CORRECT,
+                      .score = 1.0 / 3.0,
+                      .result_json = "{\"status\":\"correct\",\"speedup\":1.25}",
+                      .feedback = "correct",
+                      .started_at = 1002,
+                      .finished_at = 1003.125};
+    assert_int_equal(pk_store_add_turn(w, &t1, &err), PK_OK); /* out of order on purpose */
+    assert_int_equal(pk_store_add_turn(w, &t0, &err), PK_OK);
+    const double returns[2] = {-0.25 + 0.9 / 3.0, 1.0 / 3.0};
+    assert_int_equal(pk_store_finish_episode(w, "ep1", returns, 2, &err), PK_OK);
+
+    assert_int_equal(pk_store_read_episode(r, "ep1", &got, &err), PK_OK);
+    assert_non_null(got);
+    assert_string_equal(got->row.episode_id, "ep1");
+    assert_string_equal(got->row.problem_id, "selftest/scale");
+    assert_string_equal(got->row.group, "g1");
+    assert_string_equal(got->row.config_json, "{\"seed\":7}");
+    assert_string_equal(got->row.task_prompt, "Scale it.");
+    assert_int_equal(got->row.seed, 7);
+    assert_int_equal(got->row.max_turns, 3);
+    assert_true(got->row.created_at == 1000.25);
+    assert_true(got->finished && got->finished_at > 0);
+    assert_int_equal(got->n_turns, 2);
+    assert_true(got->returns[0] == returns[0] && got->returns[1] == returns[1]); /* exact */
+    const pk_turn_row *a = &got->turns[0], *b = &got->turns[1];
+    assert_int_equal(a->turn, 0);
+    assert_int_equal(b->turn, 1);
+    assert_string_equal(a->episode_id, "ep1");
+    assert_string_equal(a->action, "no code");
+    assert_string_equal(a->summary, "plan");
+    assert_null(a->code);
+    assert_null(a->result_json);
+    assert_int_equal(a->status, PK_STATUS_FORMAT_ERROR);
+    assert_true(a->score == -0.25 && a->started_at == 1001.5 && a->finished_at == 1001.75);
+    assert_string_equal(b->code, "x");
+    assert_null(b->summary);
+    assert_string_equal(b->result_json, t1.result_json);
+    assert_string_equal(b->feedback, "correct");
+    assert_true(b->score == 1.0 / 3.0 && b->finished_at == 1003.125);
+    assert_int_equal(b->status, PK_STATUS_CORRECT);
+    pk_store_episode_free(got);
+
+    /* Unknown ids: no episode, no error. */
+    got = (pk_store_episode *)&err; /* overwritten */
+    assert_int_equal(pk_store_read_episode(r, "ep9", &got, &err), PK_OK);
+    assert_null(got);
+    pk_store_episode_free(NULL);
+
+    /* Returns that do not match the turns are an error, not a trajectory. */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "UPDATE episodes SET returns_json='[1]' WHERE id='ep1'", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(pk_store_read_episode(r, "ep1", &got, &err), PK_ERR_INVALID);
+    assert_null(got);
+    assert_non_null(strstr(err.message, "returns"));
+    /* Each read ended its read transaction: a full checkpoint is not blocked by the reader. */
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0); /* 0: not blocked (busy) */
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    pk_episode_row e2 = {.episode_id = "ep2", .problem_id = "p", .max_turns = 1};
+    assert_int_equal(pk_store_begin_episode(w, &e2, &err), PK_OK);
+    assert_int_equal(pk_store_read_episode(r, "ep2", &got, &err), PK_OK);
+    assert_non_null(got);
+    assert_null(got->row.group);
+    pk_store_episode_free(got);
+    pk_store_close(r);
+    pk_store_close(w);
+}
+
 static void open_errors(void **state) {
     const char *path = db_path(state);
     pk_store *s = NULL;
@@ -288,6 +403,7 @@ static void concurrent_writers(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(write_and_read_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(read_episode_back, setup, teardown),
         cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(kill9_loses_only_steps_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers, setup, teardown),
