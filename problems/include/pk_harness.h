@@ -60,6 +60,10 @@ typedef struct pk_stage_times {
     double run_timing_ms; /* timing inside run_ms */
     double run_init_ms;   /* inside run_setup_ms: device, CUDA and NCCL init (slowest rank) */
     double run_arena_ms;  /* inside run_setup_ms: arena, window, device communicator, buffers */
+    /* Warm runs (pk_job_warm): sandbox, process launch, init and arena ran before go, hidden
+     * behind the compile; run_ms and run_setup_ms count from go, run_warm_ms is the time
+     * from the warm start to go, and run_init_ms/run_arena_ms lie inside it. 0 when cold. */
+    double run_warm_ms;
 } pk_stage_times;
 
 typedef struct pk_eval_result {
@@ -118,6 +122,7 @@ typedef struct pk_eval_opts {
     const char *launcher;       /* "fork", "mpi", or NULL for the problem's default */
     int keep_workdir;
     int world_size; /* 0: the problem's default; else one of its world_sizes */
+    int no_warm;    /* pk_harness_evaluate: start the run only after the compile (no overlap) */
 } pk_eval_opts;
 
 void pk_eval_opts_default(pk_eval_opts *o);
@@ -135,11 +140,21 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err);
 const char *pk_job_object_path(const pk_job *job);
 /* Uses an already compiled object (compile cache hit) instead of compiling. */
 int pk_job_use_object(pk_job *job, const char *so_path, pk_eval_result *res, pk_error *err);
-/* Runs all ranks in one sandbox on the given GPUs (n_gpus == world size, or 0 on host problems). */
+/* Starts the run stage ahead of the compile: the run sandbox launches and the ranks set up
+ * devices, communicators (CUDA, NCCL, MPI) and the arena, then wait. The candidate is loaded
+ * only after pk_job_run writes the go marker; pk_job_run on a job that failed to compile,
+ * or pk_job_free, writes the abort marker instead and reaps every process. The GPUs must be
+ * those later given to pk_job_run. Thread-safe against a concurrent pk_job_compile of the
+ * same job (not against another pk_job_warm/run/free). */
+int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err);
+int pk_job_is_warm(const pk_job *job);
+/* Runs all ranks in one sandbox on the given GPUs (n_gpus == world size, or 0 on host problems).
+ * On a warm job: checks the object is in place, says go and waits for the warm run. */
 int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err);
 void pk_job_free(pk_job *job); /* removes the job directory unless keep_workdir */
 
-/* All stages in order. Returns non-zero only if the harness itself failed. */
+/* All stages in order; the run is warmed during the compile unless opts->no_warm. Returns
+ * non-zero only if the harness itself failed. */
 int pk_harness_evaluate(const pk_problem *p, const char *source, const pk_eval_opts *opts,
                         pk_eval_result *res, pk_error *err);
 

@@ -15,7 +15,7 @@ static void usage(void) {
             "usage: pk-runner --problem-dir DIR --suite S --name N --module SO\n"
             "  (--candidate SO | --reference-as-candidate) --seed N --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
-            "  [--skip-reference-timing]\n");
+            "  [--skip-reference-timing] [--wait-go]\n");
 }
 
 static int parse(int argc, char **argv, rn_opts *o) {
@@ -44,6 +44,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->skip_timing = 1;
         } else if (!strcmp(a, "--skip-reference-timing")) {
             o->skip_reference_timing = 1;
+        } else if (!strcmp(a, "--wait-go")) {
+            o->wait_go = 1;
         } else if (!strcmp(a, "--reference-as-candidate")) {
             o->reference_as_candidate = 1;
         } else {
@@ -52,8 +54,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
         }
     }
     if (!o->problem_dir || !o->suite || !o->name || !o->module || !o->out || !o->launcher ||
-        (!o->candidate && !o->reference_as_candidate) || o->trials < 1 ||
-        o->trials > PK_EVAL_MAX_TRIALS || o->world < 1 || o->world > PK_MAX_RANKS)
+        (!o->candidate && !o->reference_as_candidate) || (o->wait_go && !o->progress_dir) ||
+        o->trials < 1 || o->trials > PK_EVAL_MAX_TRIALS || o->world < 1 || o->world > PK_MAX_RANKS)
         return -1;
     return 0;
 }

@@ -22,6 +22,9 @@ typedef struct rn_opts {
     uint64_t seed;
     int trials, world, skip_timing, reference_as_candidate;
     int skip_reference_timing; /* the harness has a cached baseline */
+    /* Warm mode: after device, communicator and arena setup, wait for progress_dir/go (then
+     * load the candidate and run) or progress_dir/abort (then exit without a result). */
+    int wait_go;
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
@@ -86,6 +89,9 @@ uint64_t rn_stream_key(uint64_t seed, int trial, int rank, int arg);
 
 /* Progress markers: what each rank is doing, read by the harness after a timeout. */
 void rn_progress(const char *dir, int rank, const char *state, int trial);
+/* Warm mode: waits until dir/go (returns 1) or dir/abort (returns 0) exists. Unbounded here:
+ * the harness's sandbox wall limit bounds the wait. */
+int rn_wait_go(const char *dir);
 /* On SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT: writes rank<r>.crash ("rank signal"), re-raises. */
 void rn_crash_markers_install(const char *dir, int rank);
 
@@ -98,6 +104,7 @@ typedef struct rn_report {
     char launcher[16];
     double setup_ms, check_ms, timing_ms;
     double init_ms, arena_ms; /* slowest rank */
+    int aborted;              /* warm mode: the harness said abort; nothing else is valid */
     int n_trials;
     pk_trial_verdict trials[PK_EVAL_MAX_TRIALS];
     int timed;

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static char crash_path[512];
@@ -63,4 +64,18 @@ void rn_crash_markers_install(const char *dir, int rank) {
     int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         signal(sigs[i], on_crash);
+}
+
+int rn_wait_go(const char *dir) {
+    char go[512], abort_path[512];
+    snprintf(go, sizeof go, "%s/go", dir);
+    snprintf(abort_path, sizeof abort_path, "%s/abort", dir);
+    const struct timespec tick = {0, 500 * 1000}; /* 0.5 ms: the latency go adds to a run */
+    for (;;) {
+        if (access(abort_path, F_OK) == 0)
+            return 0;
+        if (access(go, F_OK) == 0)
+            return 1;
+        nanosleep(&tick, NULL);
+    }
 }

@@ -92,7 +92,7 @@ static int exchange(rank_state *rs, rank_step *mine, rank_step *all) {
     return -1;
 }
 
-static int load_objects(rank_state *rs, rank_step *st) {
+static int load_module(rank_state *rs, rank_step *st) {
     rs->mod_handle = dlopen(rs->o->module, RTLD_NOW | RTLD_LOCAL);
     if (!rs->mod_handle)
         return fail(st, "cannot load the problem module: %s", dlerror());
@@ -101,6 +101,11 @@ static int load_objects(rank_state *rs, rank_step *st) {
     rs->mod = get ? get() : NULL;
     if (!rs->mod || rs->mod->abi_version != PK_PROBLEM_ABI_VERSION)
         return fail(st, "problem module %s has no compatible pk_problem_module_v1", rs->o->module);
+    return 0;
+}
+
+/* The candidate is loaded last, after the harness's own setup (and, warm, after go). */
+static int load_candidate(rank_state *rs, rank_step *st) {
     if (rs->o->reference_as_candidate)
         return 0;
     rs->cand_handle = dlopen(rs->o->candidate, RTLD_NOW | RTLD_LOCAL);
@@ -395,15 +400,27 @@ static int run_rank(rank_state *rs, rn_report *rep) {
                                     : rn_backend_host_init(&rs->b, &rs->ctx);
     st.init_ms = now_ms() - t0;
     double t_arena = now_ms();
+    int ready = 0;
     if (init_rc)
         fail(&st, "device setup failed: %s", rs->b.error);
-    else if (!load_objects(rs, &st) && !setup_buffers(rs, &st) && rs->init_fn) {
+    else
+        ready = !load_module(rs, &st) && !setup_buffers(rs, &st);
+    st.arena_ms = now_ms() - t_arena;
+    if (rs->o->wait_go) { /* warm: everything above overlaps the compile */
+        rn_progress(rs->o->progress_dir, rs->ctx.rank, "warm", -1);
+        if (!rn_wait_go(rs->o->progress_dir)) {
+            rep->aborted = 1;
+            return 0;
+        }
+        rn_progress(rs->o->progress_dir, rs->ctx.rank, "setup", -1);
+        t0 = now_ms(); /* setup is counted from go */
+    }
+    if (ready && !load_candidate(rs, &st) && rs->init_fn) {
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "candidate", -1);
         if (rs->init_fn(&rs->ctx))
             fail(&st, "solution_init failed%s", "");
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", -1);
     }
-    st.arena_ms = now_ms() - t_arena;
     snprintf(rep->gpu_name, sizeof rep->gpu_name, "%s", rs->b.name);
     if (phase_failed(rs, &st, rep, all))
         return 0;
@@ -465,7 +482,7 @@ int rn_rank_main(const rn_opts *o, rn_group *g) {
     teardown(&rs);
     rn_progress(o->progress_dir, g->rank, "done", -1);
     int rc = 0;
-    if (g->rank == 0 && rn_report_write(o->out, &rep)) {
+    if (g->rank == 0 && !rep.aborted && rn_report_write(o->out, &rep)) {
         fprintf(stderr, "pk-runner: cannot write %s\n", o->out);
         rc = 3;
     }

@@ -11,12 +11,14 @@ static void usage(FILE *f) {
             "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
             "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
-            "                   [--baseline-us US]\n\n"
+            "                   [--baseline-us US] [--no-warm]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
             "--reference times the reference against itself (FILE is not needed).\n"
             "--baseline-us uses a cached reference time instead of timing the reference.\n"
+            "The run sandbox is started during the compile (ranks set up devices and\n"
+            "communicators, then wait for the compiled object); --no-warm starts it after.\n"
             "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
             "failed, 2 on bad usage.\n");
 }
@@ -57,9 +59,9 @@ static void print_feedback(const pk_eval_result *r) {
         printf("roofline floor: %.2f us\n", r->roofline_us);
     const pk_stage_times *s = &r->stages;
     printf("stages (ms): prepare %.1f, compile %.1f, symbols %.1f, run %.1f (setup %.1f [init "
-           "%.1f, arena %.1f], check %.1f, timing %.1f), total %.1f\n",
+           "%.1f, arena %.1f], check %.1f, timing %.1f), warm-up hidden %.1f, total %.1f\n",
            s->prepare_ms, s->compile_ms, s->symbols_ms, s->run_ms, s->run_setup_ms, s->run_init_ms,
-           s->run_arena_ms, s->run_check_ms, s->run_timing_ms, s->total_ms);
+           s->run_arena_ms, s->run_check_ms, s->run_timing_ms, s->run_warm_ms, s->total_ms);
     if (r->status == PK_STATUS_COMPILE_ERROR && r->compile_log)
         printf("--- compile log ---\n%s\n", r->compile_log);
     if (r->stdout_tail && *r->stdout_tail)
@@ -86,6 +88,8 @@ int pk_cmd_check(int argc, char **argv) {
             o.reference_as_candidate = 1;
         } else if (!strcmp(a, "--keep")) {
             o.keep_workdir = 1;
+        } else if (!strcmp(a, "--no-warm")) {
+            o.no_warm = 1;
         } else if (!strcmp(a, "--problem") && v) {
             id = argv[++i];
         } else if (!strcmp(a, "--trials") && v) {

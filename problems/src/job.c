@@ -120,6 +120,7 @@ int pk_job_use_object(pk_job *job, const char *so_path, pk_eval_result *res, pk_
 void pk_job_free(pk_job *job) {
     if (!job)
         return;
+    pk_job_warm_abort(job);
     if (!job->opts.keep_workdir)
         pk_rm_rf(job->dir);
     free(job);
@@ -130,12 +131,16 @@ int pk_harness_evaluate(const pk_problem *p, const char *source, const pk_eval_o
     double t0 = pk_now_ms();
     pk_job *job = NULL;
     int rc = pk_job_create(p, source, opts, &job, res, err);
+    int n = opts ? opts->n_gpus : 0;
+    const int *gpus = opts ? opts->gpus : NULL;
+    if (rc == PK_OK && !job->failed && !(opts && opts->no_warm)) {
+        pk_error warm_err; /* no warm run only costs the overlap: run cold */
+        pk_job_warm(job, gpus, n, &warm_err);
+    }
     if (rc == PK_OK)
         rc = pk_job_compile(job, res, err);
-    if (rc == PK_OK) {
-        int n = opts ? opts->n_gpus : 0;
-        rc = pk_job_run(job, opts ? opts->gpus : NULL, n, res, err);
-    }
+    if (rc == PK_OK)
+        rc = pk_job_run(job, gpus, n, res, err);
     pk_job_free(job);
     res->stages.total_ms = pk_now_ms() - t0;
     return rc;

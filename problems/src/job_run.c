@@ -1,73 +1,65 @@
-/* The run stage: every rank of the job in one sandbox, through pk-runner. */
+/* The run stage: every rank of the job in one sandbox, through pk-runner. Cold: started and
+ * waited for by pk_job_run. Warm (pk_job_warm): started on a background thread before the
+ * compile ends; the ranks set up the devices, communicators and arena, then wait for the
+ * go marker pk_job_run writes (or the abort marker pk_job_warm_abort writes). */
 #define _GNU_SOURCE
 #include "pk_job.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err) {
-    if (job->failed)
-        return PK_OK;
-    if (!job->compiled)
-        return pk_error_set(err, PK_ERR_INVALID, "pk_job_run: nothing compiled");
+#define WARM_ABORT_GRACE_MS 3000 /* ranks see abort within ms; then the sandbox kills them */
+
+static int check_run_args(pk_job *job, int n_gpus, const char **launcher, pk_error *err) {
     const pk_problem *p = job->p;
     if (n_gpus && n_gpus != job->world)
         return pk_error_set(err, PK_ERR_INVALID, "%s: %d GPUs given for world size %d", p->id,
                             n_gpus, job->world);
-    const char *launcher = job->opts.launcher ? job->opts.launcher : p->launcher;
-    if (strcmp(launcher, "fork") != 0 && strcmp(launcher, "mpi") != 0)
-        return pk_error_set(err, PK_ERR_INVALID, "unknown launcher %s", launcher);
-    if (!p->device_gpu && strcmp(launcher, "mpi") != 0)
+    *launcher = job->opts.launcher ? job->opts.launcher : p->launcher;
+    if (strcmp(*launcher, "fork") != 0 && strcmp(*launcher, "mpi") != 0)
+        return pk_error_set(err, PK_ERR_INVALID, "unknown launcher %s", *launcher);
+    if (!p->device_gpu && strcmp(*launcher, "mpi") != 0)
         return pk_error_set(err, PK_ERR_INVALID, "%s: host problems need the mpi launcher", p->id);
-    snprintf(res->launcher, sizeof res->launcher, "%s", launcher);
+    return PK_OK;
+}
 
-    char world[8], trials[8], seed[24], module_arg[600];
-    snprintf(world, sizeof world, "%d", job->world);
-    snprintf(trials, sizeof trials, "%d", job->trials);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)job->seed);
-    snprintf(module_arg, sizeof module_arg, "%s", p->module_path ? p->module_path : "");
-    char *argv[48];
+static void build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
+                         pk_job_launch *l) {
+    const pk_problem *p = job->p;
+    memset(l, 0, sizeof *l);
+    snprintf(l->world, sizeof l->world, "%d", job->world);
+    snprintf(l->trials, sizeof l->trials, "%d", job->trials);
+    snprintf(l->seed, sizeof l->seed, "%llu", (unsigned long long)job->seed);
+    snprintf(l->module_arg, sizeof l->module_arg, "%s", p->module_path ? p->module_path : "");
     int n = 0;
     if (!strcmp(launcher, "mpi")) {
-        const char *mpi[] = {PK_MPIRUN, "-np", world, "--oversubscribe", "--bind-to", "none"};
+        const char *mpi[] = {PK_MPIRUN, "-np", l->world, "--oversubscribe", "--bind-to", "none"};
         for (size_t i = 0; i < sizeof mpi / sizeof *mpi; i++)
-            argv[n++] = (char *)mpi[i];
+            l->argv[n++] = (char *)mpi[i];
     }
-    const char *args[] = {job->paths.runner,
-                          "--problem-dir",
-                          p->dir,
-                          "--suite",
-                          p->suite,
-                          "--name",
-                          p->name,
-                          "--module",
-                          module_arg,
-                          "--seed",
-                          seed,
-                          "--trials",
-                          trials,
-                          "--world",
-                          world,
-                          "--launcher",
-                          launcher,
-                          "--out",
-                          job->result_path,
-                          "--progress-dir",
-                          job->dir};
+    const char *args[] = {
+        job->paths.runner, "--problem-dir",  p->dir,        "--suite",    p->suite, "--name",
+        p->name,           "--module",       l->module_arg, "--seed",     l->seed,  "--trials",
+        l->trials,         "--world",        l->world,      "--launcher", launcher, "--out",
+        job->result_path,  "--progress-dir", job->dir};
     for (size_t i = 0; i < sizeof args / sizeof *args; i++)
-        argv[n++] = (char *)args[i];
+        l->argv[n++] = (char *)args[i];
     if (job->opts.reference_as_candidate) {
-        argv[n++] = "--reference-as-candidate";
+        l->argv[n++] = "--reference-as-candidate";
     } else {
-        argv[n++] = "--candidate";
-        argv[n++] = job->so_path;
+        l->argv[n++] = "--candidate";
+        l->argv[n++] = job->so_path;
     }
     if (job->opts.skip_timing)
-        argv[n++] = "--skip-timing";
+        l->argv[n++] = "--skip-timing";
     if (job->opts.baseline_us > 0)
-        argv[n++] = "--skip-reference-timing";
-    argv[n] = NULL;
+        l->argv[n++] = "--skip-reference-timing";
+    if (warm)
+        l->argv[n++] = "--wait-go";
+    l->argv[n] = NULL;
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
      * NCCL_SOCKET_IFNAME=lo, NCCL_NVLS_ENABLE=0, Open MPI as root without CMA) plus ours. */
@@ -76,32 +68,167 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
                              /* mpirun needs an rsh agent to exist even for local ranks */
                              "OMPI_MCA_plm_rsh_agent=false", "ASAN_OPTIONS=detect_leaks=0",
                              /* host jobs see no /sys: hwloc would warn on every rank */
-                             "HWLOC_HIDE_ERRORS=2", NULL, NULL, NULL};
+                             "HWLOC_HIDE_ERRORS=2"};
+    size_t n_env = 0;
+    for (; n_env < sizeof env_add / sizeof *env_add; n_env++)
+        l->env_add[n_env] = env_add[n_env];
     /* Diagnostics for GPU jobs, passed through from the harness's environment. */
-    char nccl_debug[64];
-    size_t n_env = sizeof env_add / sizeof *env_add - 3;
     const char *dbg = getenv("PKGYM_NCCL_DEBUG");
     if (dbg && *dbg) {
-        snprintf(nccl_debug, sizeof nccl_debug, "NCCL_DEBUG=%s", dbg);
-        env_add[n_env++] = nccl_debug;
+        snprintf(l->nccl_debug, sizeof l->nccl_debug, "NCCL_DEBUG=%s", dbg);
+        l->env_add[n_env++] = l->nccl_debug;
     }
-    pk_sandbox_opts so = {0};
-    so.wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
-    so.workdir = job->dir;
-    so.env_add = env_add;
-    so.ro = job->ro;
-    so.n_ro = job->n_ro;
-    so.output_cap = 16 * 1024;
-    so.n_gpus = 0;
-    int default_gpus[PK_MAX_RANKS];
+    l->env_add[n_env] = NULL;
+    pk_sandbox_opts *so = &l->so;
+    so->wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
+    if (warm) /* covers the wait for the compile; pk_job_run then bounds the run itself */
+        so->wall_ms += job->opts.compile_timeout_ms ? job->opts.compile_timeout_ms : 120000;
+    so->workdir = job->dir;
+    so->env_add = l->env_add;
+    so->ro = job->ro;
+    so->n_ro = job->n_ro;
+    so->output_cap = 16 * 1024;
+    so->n_gpus = 0;
     if (p->device_gpu) {
         for (int i = 0; i < job->world; i++)
-            default_gpus[i] = n_gpus ? gpus[i] : i;
-        so.gpus = default_gpus;
-        so.n_gpus = job->world;
+            l->gpus[i] = n_gpus ? gpus[i] : i;
+        so->gpus = l->gpus;
+        so->n_gpus = job->world;
     }
+}
+
+static int run_timeout_ms(const pk_job *job) {
+    return job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
+}
+
+static void *warm_main(void *arg) {
+    pk_job_warm_state *w = arg;
+    w->spawn_rc = pk_harness_spawn(&w->launch.so, w->launch.argv, &w->sr, &w->spawn_err);
+    return NULL;
+}
+
+static int touch(const pk_job *job, const char *name, pk_error *err) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", job->dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return pk_error_errno(err, PK_ERR_IO, "cannot write %s", path);
+    close(fd);
+    return PK_OK;
+}
+
+static void warm_join(pk_job *job, pk_eval_result *res) {
+    pk_job_warm_state *w = job->warm;
+    pthread_join(w->thread, NULL);
+    if (res)
+        res->stages.run_warm_ms = (w->t_go > 0 ? w->t_go : pk_now_ms()) - w->t_start;
+}
+
+static void warm_free(pk_job *job) {
+    pk_harness_spawn_free(&job->warm->sr);
+    free(job->warm);
+    job->warm = NULL;
+}
+
+int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
+    if (job->warm)
+        return pk_error_set(err, PK_ERR_INVALID, "pk_job_warm: the job is already warm");
+    const char *launcher; /* job->failed is not read: a compile may be setting it now */
+    int rc = check_run_args(job, n_gpus, &launcher, err);
+    if (rc)
+        return rc;
+    pk_job_warm_state *w = calloc(1, sizeof *w);
+    if (!w)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    build_launch(job, launcher, gpus, n_gpus, 1, &w->launch);
+    w->launch.so.deadline_ms = &w->deadline;
+    w->t_start = pk_now_ms();
+    if (pthread_create(&w->thread, NULL, warm_main, w) != 0) {
+        free(w);
+        return pk_error_set(err, PK_ERR_SYSTEM, "cannot start the warm run's thread");
+    }
+    w->started = 1;
+    job->warm = w;
+    return PK_OK;
+}
+
+int pk_job_is_warm(const pk_job *job) {
+    return job->warm != NULL;
+}
+
+void pk_job_warm_abort(pk_job *job) {
+    if (!job->warm)
+        return;
+    pk_error e;
+    if (touch(job, "abort", &e) == PK_OK)
+        job->warm->deadline = pk_now_ms() + WARM_ABORT_GRACE_MS;
+    else
+        job->warm->deadline = pk_now_ms(); /* no marker: kill the ranks now */
+    warm_join(job, NULL);
+    warm_free(job);
+}
+
+static int run_warm(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err) {
+    pk_job_warm_state *w = job->warm;
+    const pk_job_launch *l = &w->launch;
+    if (job->p->device_gpu)
+        for (int i = 0; i < job->world; i++)
+            if (l->gpus[i] != (n_gpus ? gpus[i] : i)) {
+                pk_job_warm_abort(job);
+                return pk_error_set(err, PK_ERR_INVALID,
+                                    "pk_job_run: GPUs differ from those the job was warmed on");
+            }
+    if (!job->opts.reference_as_candidate && access(job->so_path, R_OK) != 0) {
+        pk_job_warm_abort(job);
+        return pk_error_set(err, PK_ERR_INVALID, "pk_job_run: compiled object %s is missing",
+                            job->so_path);
+    }
+    w->t_go = pk_now_ms();
+    w->deadline = w->t_go + run_timeout_ms(job); /* before go: the run is bounded from now */
+    int rc = touch(job, "go", err);
+    if (rc) {
+        pk_job_warm_abort(job);
+        return rc;
+    }
+    warm_join(job, res);
+    rc = w->spawn_rc;
+    if (rc) {
+        *err = w->spawn_err;
+        warm_free(job);
+        return rc;
+    }
+    res->stages.run_ms = pk_now_ms() - w->t_go;
+    w->sr.wall_ms = res->stages.run_ms; /* what the verdict reports: the run from go */
+    rc = pk_job_classify_run(job, &w->sr, res, err);
+    warm_free(job);
+    return rc;
+}
+
+int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err) {
+    if (job->failed) {
+        pk_job_warm_abort(job);
+        return PK_OK;
+    }
+    if (!job->compiled) {
+        pk_job_warm_abort(job);
+        return pk_error_set(err, PK_ERR_INVALID, "pk_job_run: nothing compiled");
+    }
+    const char *launcher;
+    int rc = check_run_args(job, n_gpus, &launcher, err);
+    if (rc) {
+        pk_job_warm_abort(job);
+        return rc;
+    }
+    snprintf(res->launcher, sizeof res->launcher, "%s", launcher);
+    if (job->warm)
+        return run_warm(job, gpus, n_gpus, res, err);
+    pk_job_launch *l = malloc(sizeof *l);
+    if (!l)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    build_launch(job, launcher, gpus, n_gpus, 0, l);
     pk_sandbox_result sr;
-    int rc = pk_harness_spawn(&so, argv, &sr, err);
+    rc = pk_harness_spawn(&l->so, l->argv, &sr, err);
+    free(l);
     res->stages.run_ms = sr.wall_ms;
     if (rc == PK_OK)
         rc = pk_job_classify_run(job, &sr, res, err);

@@ -2,7 +2,31 @@
 #ifndef PK_JOB_H
 #define PK_JOB_H
 
+#include <pthread.h>
+
 #include "pk_harness_internal.h"
+
+/* Everything one run of pk-runner needs, kept in the job so that a warm run's background
+ * thread can use it. */
+typedef struct pk_job_launch {
+    char world[8], trials[8], seed[24], module_arg[600], nccl_debug[64];
+    char *argv[48];
+    const char *env_add[12];
+    int gpus[PK_MAX_RANKS];
+    pk_sandbox_opts so;
+} pk_job_launch;
+
+/* A run started ahead of its compile (pk_job_warm). */
+typedef struct pk_job_warm_state {
+    int started; /* the thread runs pk_harness_spawn */
+    pthread_t thread;
+    pk_job_launch launch;
+    volatile double deadline; /* > 0: the run's wall limit counted from go */
+    double t_start, t_go;     /* pk_now_ms() */
+    int spawn_rc;
+    pk_error spawn_err;
+    pk_sandbox_result sr;
+} pk_job_warm_state;
 
 struct pk_job {
     const pk_problem *p;
@@ -17,8 +41,9 @@ struct pk_job {
     const char *ro[8]; /* read-only binds every sandbox of this job gets */
     int n_ro;
     char compile_key[65];
-    int failed;   /* a stage produced the final verdict */
-    int compiled; /* an object passed the symbol checks */
+    int failed;              /* a stage produced the final verdict */
+    int compiled;            /* an object passed the symbol checks */
+    pk_job_warm_state *warm; /* non-NULL between pk_job_warm and the run or abort */
 };
 
 void pk_job_compile_flags(const pk_job *job, char *out, size_t cap);
@@ -26,5 +51,8 @@ int pk_job_check_symbols(pk_job *job, pk_eval_result *res, pk_error *err);
 /* Turns the run stage's outcome (sandbox verdict, result file, markers) into res. */
 int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result *res,
                         pk_error *err);
+
+/* Warm run: writes the abort marker, ends the sandbox and joins. No-op when not warm. */
+void pk_job_warm_abort(pk_job *job);
 
 #endif

@@ -63,6 +63,7 @@ typedef struct pk_scheduler_stats {
     uint64_t overloaded;    /* submits refused with PK_ERR_OVERLOADED */
     uint64_t backfilled;    /* GPU grants that went ahead of an older waiting job */
     uint64_t harness_failures;
+    uint64_t pregranted; /* GPU grants made while the job still compiled (warm runs) */
 } pk_scheduler_stats;
 
 int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_error *err);

@@ -1,6 +1,8 @@
 /* The dispatcher thread: owns the queues and the slot allocators, hands compile stages to
  * idle compile workers and run stages to idle run workers once their GPUs (all at once) or
- * a host slot are granted, and sends every finished job to the server's done_endpoint. */
+ * a host slot are granted, and sends every finished job to the server's done_endpoint.
+ * Pre-grants (rollout/README.md): when no compiled job waits for GPUs, the oldest GPU job
+ * still compiling gets its GPUs if they are idle, and the executor warms its run on them. */
 #include "pk_sched_internal.h"
 
 #include <stdio.h>
@@ -37,9 +39,22 @@ static void finish(pk_scheduler *s, pk_sched_job *j) {
     }
 }
 
+/* Gives back the GPUs a pre-granted job holds (its run will not happen). */
+static void drop_pregrant(pk_scheduler *s, pk_sched_job *j) {
+    if (!j->pregranted)
+        return;
+    pk_gpu_slots_release(&s->gpu_slots, j->slots, j->n_slots);
+    pthread_mutex_lock(&s->mu);
+    s->stats.gpus_busy -= j->n_slots;
+    pthread_mutex_unlock(&s->mu);
+    j->pregranted = 0;
+    j->n_slots = 0;
+}
+
 static void cancel(pk_scheduler *s, pk_sched_job *j) {
     if (j->task.state)
-        s->exec.release(s->exec.ctx, &j->task);
+        s->exec.release(s->exec.ctx, &j->task); /* ends a warm run before its GPUs go back */
+    drop_pregrant(s, j);
     j->task.res->status = PK_STATUS_TIMEOUT;
     snprintf(j->task.res->reason, sizeof j->task.res->reason,
              "cancelled: the scheduler shut down before this job ran");
@@ -57,6 +72,12 @@ static void cancel_waiting(pk_scheduler *s) {
         n_compile++;
     }
     s->compile_tail = NULL;
+    while (s->ready_head) {
+        pk_sched_job *j = s->ready_head;
+        s->ready_head = j->next;
+        cancel(s, j);
+    }
+    s->ready_tail = NULL;
     void *item;
     while (pk_gpu_slots_pop_waiting(&s->gpu_slots, &item) ||
            pk_gpu_slots_pop_waiting(&s->host_slots, &item)) {
@@ -94,8 +115,32 @@ static void start_compiles(pk_scheduler *s) {
     }
 }
 
+static void send_run(pk_scheduler *s, pk_sched_worker *w, pk_sched_job *j, int gpu) {
+    pk_sched_msg m = {.type = PK_MSG_RUN, .ticket = j->task.ticket, .job = (uintptr_t)j};
+    if (gpu) {
+        m.n_gpus = j->n_slots;
+        for (int i = 0; i < j->n_slots; i++)
+            m.gpus[i] = s->opts.gpus[j->slots[i]];
+    }
+    w->busy = 1;
+    w->job = j;
+    send_to_worker(s, w, &m);
+}
+
 static void start_runs(pk_scheduler *s) {
     pk_sched_worker *w;
+    /* Pre-granted jobs hold their GPUs already. A run worker is always idle for them (there
+     * are as many as GPU plus host slots); the list only covers the moment in between. */
+    while (s->ready_head && (w = idle_worker(s, PK_WORKER_RUN))) {
+        pk_sched_job *j = s->ready_head;
+        s->ready_head = j->next;
+        if (!s->ready_head)
+            s->ready_tail = NULL;
+        pthread_mutex_lock(&s->mu);
+        s->stats.running++;
+        pthread_mutex_unlock(&s->mu);
+        send_run(s, w, j, 1);
+    }
     while ((w = idle_worker(s, PK_WORKER_RUN))) {
         void *item = NULL;
         int slots[PK_GPU_SLOTS_MAX], width = 0, gpu = 1;
@@ -105,23 +150,57 @@ static void start_runs(pk_scheduler *s) {
                 return;
         }
         pk_sched_job *j = item;
-        pk_sched_msg m = {.type = PK_MSG_RUN, .ticket = j->task.ticket, .job = (uintptr_t)j};
         j->n_slots = width;
         memcpy(j->slots, slots, (size_t)width * sizeof *slots);
-        if (gpu) {
-            m.n_gpus = width;
-            for (int i = 0; i < width; i++)
-                m.gpus[i] = s->opts.gpus[slots[i]];
-        }
-        w->busy = 1;
-        w->job = j;
         pthread_mutex_lock(&s->mu);
         s->stats.queued_run--;
         s->stats.running++;
         s->stats.gpus_busy += gpu ? width : 0;
         s->stats.backfilled = s->gpu_slots.backfilled;
         pthread_mutex_unlock(&s->mu);
-        send_to_worker(s, w, &m);
+        send_run(s, w, j, gpu);
+    }
+}
+
+/* The oldest GPU job on a compile worker that has not been considered for a pre-grant. */
+static pk_sched_job *oldest_compiling(pk_scheduler *s) {
+    pk_sched_job *oldest = NULL;
+    for (int i = 0; i < s->n_workers; i++) {
+        pk_sched_job *j = s->workers[i].job;
+        if (s->workers[i].kind != PK_WORKER_COMPILE || !s->workers[i].busy || !j)
+            continue;
+        if (j->needs_gpu && !j->pregranted && !j->warm_tried &&
+            (!oldest || j->task.ticket < oldest->task.ticket))
+            oldest = j;
+    }
+    return oldest;
+}
+
+/* Pre-grants: only GPUs nobody waits for, so fairness and utilisation are unchanged. */
+static void pregrant(pk_scheduler *s) {
+    if (!s->exec.warm)
+        return;
+    pk_sched_job *j;
+    while ((j = oldest_compiling(s))) {
+        int slots[PK_GPU_SLOTS_MAX], gpus[PK_SCHED_MAX_GPUS];
+        /* Fails while any compiled job waits for GPUs, or when j's W GPUs are not all idle:
+         * then j waits like any job (its turn comes when its compile ends). */
+        if (!pk_gpu_slots_take_idle(&s->gpu_slots, j->world_size, slots))
+            return;
+        j->warm_tried = 1;
+        for (int i = 0; i < j->world_size; i++)
+            gpus[i] = s->opts.gpus[slots[i]];
+        if (s->exec.warm(s->exec.ctx, &j->task, gpus, j->world_size) != PK_OK) {
+            pk_gpu_slots_release(&s->gpu_slots, slots, j->world_size);
+            continue;
+        }
+        j->pregranted = 1;
+        j->n_slots = j->world_size;
+        memcpy(j->slots, slots, (size_t)j->world_size * sizeof *slots);
+        pthread_mutex_lock(&s->mu);
+        s->stats.gpus_busy += j->world_size;
+        s->stats.pregranted++;
+        pthread_mutex_unlock(&s->mu);
     }
 }
 
@@ -166,9 +245,17 @@ static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) 
         pk_gpu_slots_release(j->needs_gpu ? &s->gpu_slots : &s->host_slots, j->slots, j->n_slots);
         finish(s, j);
     } else if (!j->task.run_needed || j->completion->harness_rc) {
+        drop_pregrant(s, j); /* the worker's release has ended the warm run */
         finish(s, j);
     } else if (s->stopping) {
         cancel(s, j);
+    } else if (j->pregranted) {
+        j->next = NULL;
+        if (s->ready_tail)
+            s->ready_tail->next = j;
+        else
+            s->ready_head = j;
+        s->ready_tail = j;
     } else {
         queue_run(s, j);
     }
@@ -260,6 +347,7 @@ void *pk_sched_dispatcher_main(void *arg) {
         }
         start_compiles(s);
         start_runs(s);
+        pregrant(s);
     }
     return NULL;
 }

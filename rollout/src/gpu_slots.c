@@ -55,6 +55,14 @@ static void take_slots(pk_gpu_slots *s, int width, int *slots) {
     s->n_free -= width;
 }
 
+int pk_gpu_slots_take_idle(pk_gpu_slots *s, int width, int *slots) {
+    if (s->n_queued > 0 || width < 1 || width > s->n_free)
+        return 0;
+    take_slots(s, width, slots);
+    s->granted++;
+    return 1;
+}
+
 int pk_gpu_slots_grant(pk_gpu_slots *s, void **item, int *slots, int *width) {
     for (size_t i = 0; i < s->n_queued; i++) {
         pk_slot_request *r = &s->queue[i];

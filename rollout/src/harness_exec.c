@@ -2,6 +2,7 @@
  * from the compile cache, run on the granted GPUs) and feeds cached reference times through
  * pk_eval_opts.baseline_us unless remeasure_baseline is set. pk_scheduler_create lives here
  * because it is what ties the scheduler to the harness. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +17,8 @@ typedef struct harness_exec {
     char *baseline_dir;              /* NULL: no caching */
     int remeasure_baseline;
     pk_host_info host;
-    pk_key_gate gate; /* compile keys being compiled */
+    pk_key_gate gate;        /* compile keys being compiled */
+    pthread_mutex_t warm_mu; /* a task's job pointer and warm fields (warm vs compile) */
 } harness_exec;
 
 static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, pk_error *err) {
@@ -47,8 +49,19 @@ static int compiled_ok(pk_job *job, const pk_eval_result *res) {
            res->status != PK_STATUS_REJECTED && res->status != PK_STATUS_FORMAT_ERROR;
 }
 
-static int compile(void *ctx, pk_sched_task *t) {
-    harness_exec *h = ctx;
+/* The job exists: start a warm run that the scheduler asked for before it did. */
+static void publish_job(harness_exec *h, pk_sched_task *t, pk_job *job) {
+    pthread_mutex_lock(&h->warm_mu);
+    t->state = job;
+    if (t->warm_pending) {
+        pk_error e; /* not warm: the run starts cold on the same GPUs */
+        pk_job_warm(job, t->warm_gpus, t->n_warm_gpus, &e);
+        t->warm_pending = 0;
+    }
+    pthread_mutex_unlock(&h->warm_mu);
+}
+
+static int compile_stage(harness_exec *h, pk_sched_task *t) {
     pk_eval_result_init(t->res);
     if (baseline_usable(h, t) && !h->remeasure_baseline && t->opts.baseline_us <= 0) {
         pk_baseline_key k = baseline_key(h, t);
@@ -62,7 +75,12 @@ static int compile(void *ctx, pk_sched_task *t) {
     int rc = pk_job_create(t->problem, t->source, &t->opts, &job, t->res, t->err);
     if (rc || !job)
         return rc; /* no job: the result already says why (e.g. format error) */
-    t->state = job;
+    if (t->res->status == PK_STATUS_FORMAT_ERROR) { /* no run will follow: no warm-up */
+        pthread_mutex_lock(&h->warm_mu);
+        t->warm_pending = 0;
+        pthread_mutex_unlock(&h->warm_mu);
+    }
+    publish_job(h, t, job);
     const char *key = pk_job_compile_key(job);
     /* Identical jobs in flight (e.g. equal responses in one GRPO group) compile once. */
     int gated = h->compile_cache && pk_key_gate_enter(&h->gate, key) == PK_OK;
@@ -88,6 +106,37 @@ static int compile(void *ctx, pk_sched_task *t) {
     return rc;
 }
 
+static int compile(void *ctx, pk_sched_task *t) {
+    harness_exec *h = ctx;
+    int rc = compile_stage(h, t);
+    pthread_mutex_lock(&h->warm_mu);
+    t->compile_over = 1;
+    t->warm_pending = 0;
+    pthread_mutex_unlock(&h->warm_mu);
+    return rc;
+}
+
+/* On the dispatcher thread, while compile runs (or is about to create the job). */
+static int warm(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
+    harness_exec *h = ctx;
+    pk_error e;
+    int rc = PK_OK;
+    if (n_gpus < 1 || n_gpus > PK_SCHED_MAX_GPUS)
+        return PK_ERR_INVALID;
+    pthread_mutex_lock(&h->warm_mu);
+    if (t->compile_over) {
+        rc = PK_ERR_BUSY; /* too late: the run goes through the queue */
+    } else if (t->state) {
+        rc = pk_job_warm(t->state, gpus, n_gpus, &e);
+    } else {
+        t->warm_pending = 1;
+        t->n_warm_gpus = n_gpus;
+        memcpy(t->warm_gpus, gpus, (size_t)n_gpus * sizeof *gpus);
+    }
+    pthread_mutex_unlock(&h->warm_mu);
+    return rc;
+}
+
 static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     harness_exec *h = ctx;
     int rc = pk_job_run(t->state, gpus, n_gpus, t->res, t->err);
@@ -109,6 +158,7 @@ static void destroy(void *ctx) {
     harness_exec *h = ctx;
     pk_compile_cache_close(h->compile_cache);
     pk_key_gate_destroy(&h->gate);
+    pthread_mutex_destroy(&h->warm_mu);
     free(h->baseline_dir);
     free(h);
 }
@@ -127,6 +177,7 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     h->remeasure_baseline = opts ? opts->remeasure_baseline : 0;
     pk_key_gate_init(&h->gate);
+    pthread_mutex_init(&h->warm_mu, NULL);
     pk_host_info_read(&h->host);
     int rc = PK_OK;
     if (opts && opts->cache_dir) {
@@ -143,6 +194,7 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
                           .compile = compile,
                           .run = run,
                           .release = release,
+                          .warm = warm,
                           .free_completion = pk_completion_free,
                           .destroy = destroy};
     rc = pk_scheduler_create_with_exec(opts, &exec, out, err);

@@ -45,6 +45,9 @@ int pk_gpu_slots_request(pk_gpu_slots *s, uint64_t order, void *item, int width,
 /* Grants the next request that may go: returns 1 and fills item and slots[0..width-1]
  * (slot indices, ascending), or 0 when none may go now. */
 int pk_gpu_slots_grant(pk_gpu_slots *s, void **item, int *slots, int *width);
+/* Takes width free slots outside the queue (a pre-grant), but only when no request waits:
+ * returns 1 and fills slots, or 0 (a waiting request, or fewer than width slots free). */
+int pk_gpu_slots_take_idle(pk_gpu_slots *s, int width, int *slots);
 void pk_gpu_slots_release(pk_gpu_slots *s, const int *slots, int width);
 /* Removes the oldest waiting request without granting it (cancellation); 0 when empty. */
 int pk_gpu_slots_pop_waiting(pk_gpu_slots *s, void **item);

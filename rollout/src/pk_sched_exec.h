@@ -20,6 +20,11 @@ typedef struct pk_sched_task {
     int compile_cache_hit;  /* set by compile: the object came from the compile cache */
     int compile_cache_miss; /* set by compile: compiled afresh (and stored) */
     int baseline_cache_hit; /* set by compile */
+    /* Pre-grant (warm) bookkeeping of the executor, under its own lock: */
+    int compile_over; /* compile has returned: too late to warm */
+    int warm_pending; /* warm came before compile had a job: start it once there is one */
+    int n_warm_gpus;
+    int warm_gpus[PK_SCHED_MAX_GPUS];
 } pk_sched_task;
 
 typedef struct pk_sched_exec {
@@ -30,6 +35,12 @@ typedef struct pk_sched_exec {
     int (*compile)(void *ctx, pk_sched_task *t);
     int (*run)(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus);
     void (*release)(void *ctx, pk_sched_task *t);
+    /* Optional (NULL: jobs are never pre-granted). Called on the dispatcher thread while t's
+     * compile runs on a worker, with GPUs granted ahead of need: start the run on them so that
+     * process, CUDA and NCCL start-up overlap the compile. The same GPUs then come to run (if
+     * the compile succeeds); release must end a warm run that never ran. Non-zero: not warmed
+     * (e.g. the compile is already over); the scheduler takes the GPUs back. */
+    int (*warm)(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus);
     /* Frees a completion the scheduler could not deliver (pk_completion_free for real jobs). */
     void (*free_completion)(pk_completion *c);
     void (*destroy)(void *ctx);

@@ -22,7 +22,9 @@ typedef struct pk_sched_job {
     int n_slots; /* slots held while running */
     int slots[PK_SCHED_MAX_GPUS];
     double t_submit_ms;
-    struct pk_sched_job *next; /* compile queue link */
+    int pregranted;            /* holds its GPUs (slots) since before its compile ended */
+    int warm_tried;            /* considered for a pre-grant once: never again */
+    struct pk_sched_job *next; /* compile queue or ready list link */
 } pk_sched_job;
 
 typedef struct pk_sched_worker {
@@ -59,6 +61,7 @@ struct pk_scheduler {
     void *work_router;
     void *done_push;
     pk_sched_job *compile_head, *compile_tail;
+    pk_sched_job *ready_head, *ready_tail; /* pre-granted and compiled: run next */
     pk_gpu_slots gpu_slots;
     pk_gpu_slots host_slots;
     pk_sched_worker *workers;

@@ -257,9 +257,16 @@ static void supervise(sb_job *j, double start) {
     int out_open = 1, err_open = 1, st_open = 1, exited = 0;
     while (!exited) {
         double now = pk_now_ms();
+        if (o->deadline_ms) {
+            double d = *o->deadline_ms;
+            if (d > 0 && d < deadline)
+                deadline = d;
+        }
         if (now >= deadline && j->killed == SB_KILL_NONE)
             kill_job(j, SB_KILL_WALL);
         int timeout = j->killed ? 50 : (int)(deadline - now) + 1;
+        if (o->deadline_ms && timeout > 20)
+            timeout = 20; /* the deadline may move while we wait */
         if (o->cpu_ms > 0 && j->cg.has_cpu && timeout > 20)
             timeout = 20; /* CPU time summed over the tree is polled */
         if (j->pidfd < 0 && timeout > 5)

@@ -8,6 +8,7 @@ Manifest: {"problem": ID, "solutions": [entry...]} or {FILE: entry...} (problem 
 the directory). Entry keys: file, status (a name or a list of accepted names), and optionally
 rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
 world_size, trials, run_timeout_ms, gpus, skip_timing.
+PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
 """
 import concurrent.futures
 import glob
@@ -35,6 +36,8 @@ def run_one(problem, sol_dir, entry):
         cmd += ["--timeout-ms", "15000"]  # a hang needs no minute-long wait to be named
     if entry.get("skip_timing"):
         cmd.append("--skip-timing")
+    if os.environ.get("PK_MANIFEST_NO_WARM") == "1":
+        cmd.append("--no-warm")  # the run sandbox starts after the compile (cold)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     label = "%s %s%s" % (problem, entry["file"],
                          " (world %d)" % entry["world_size"] if "world_size" in entry else "")

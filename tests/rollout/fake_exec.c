@@ -1,5 +1,6 @@
-/* The test executor (see fake_exec.h). Sources: "ok..." runs and is correct, "cerr..." is a
- * compile error, "hfail..." makes the harness itself fail. */
+/* The test executor (see fake_exec.h). Sources: "ok..." runs and is correct, "cerr" anywhere
+ * is a compile error, "hfail..." makes the harness itself fail, "hold..." compiles only while
+ * the hold gate is open. */
 #include "fake_exec.h"
 
 #include <stdlib.h>
@@ -16,18 +17,19 @@ static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, 
 static int compile(void *ctx, pk_sched_task *t) {
     fake_stats *st = ctx;
     pthread_mutex_lock(&st->mu);
-    while (st->gate_closed)
+    t->state = malloc(1);
+    while (st->gate_closed || (st->hold_closed && strncmp(t->source, "hold", 4) == 0))
         pthread_cond_wait(&st->cv, &st->mu);
     st->compiles++;
+    t->compile_over = 1; /* under the lock warm takes */
     pthread_mutex_unlock(&st->mu);
     if (strncmp(t->source, "hfail", 5) == 0)
         return pk_error_set(t->err, PK_ERR_IO, "fake harness failure");
-    t->state = malloc(1);
     pthread_mutex_lock(&st->mu);
     if (t->ticket < 4096)
         st->compile_done_at[t->ticket] = ++st->clock;
     pthread_mutex_unlock(&st->mu);
-    if (strncmp(t->source, "cerr", 4) == 0) {
+    if (strstr(t->source, "cerr")) {
         t->res->status = PK_STATUS_COMPILE_ERROR;
         return PK_OK;
     }
@@ -46,9 +48,23 @@ static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     st->runs++;
     if (n_gpus != (fp->needs_gpu ? fp->world_size : 0))
         st->wrong_width++;
-    for (int i = 0; i < n_gpus; i++)
+    for (int i = 0; i < n_gpus; i++) {
         if (st->gpu_users[gpus[i]]++ > 0)
             st->double_booked++;
+        uint64_t holder = st->warm_holder[gpus[i]];
+        if (holder && holder != t->ticket)
+            st->double_booked++;
+    }
+    if (t->ticket < 4096 && st->warmed[t->ticket]) {
+        st->warm_ran++;
+        for (int i = 0; i < n_gpus; i++)
+            if (st->warm_holder[gpus[i]] != t->ticket)
+                st->warm_mismatch++;
+        for (int g = 0; g < 64; g++)
+            if (st->warm_holder[g] == t->ticket)
+                st->warm_holder[g] = 0;
+        st->warmed[t->ticket] = 2; /* ran */
+    }
     pthread_mutex_unlock(&st->mu);
     usleep((useconds_t)fp->run_us);
     pthread_mutex_lock(&st->mu);
@@ -60,7 +76,36 @@ static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     return PK_OK;
 }
 
+static int warm(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
+    fake_stats *st = ctx;
+    int rc = PK_OK;
+    pthread_mutex_lock(&st->mu);
+    if (t->compile_over || t->ticket >= 4096) {
+        rc = PK_ERR_BUSY;
+    } else {
+        st->warms++;
+        st->warmed[t->ticket] = 1;
+        for (int i = 0; i < n_gpus; i++) {
+            if (st->gpu_users[gpus[i]] > 0 || st->warm_holder[gpus[i]])
+                st->double_booked++;
+            st->warm_holder[gpus[i]] = t->ticket;
+        }
+    }
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
 static void release(void *ctx, pk_sched_task *t) {
+    fake_stats *st = ctx;
+    pthread_mutex_lock(&st->mu);
+    if (t->ticket < 4096 && st->warmed[t->ticket] == 1) {
+        st->warm_aborted++;
+        st->warmed[t->ticket] = 3; /* aborted */
+        for (int g = 0; g < 64; g++)
+            if (st->warm_holder[g] == t->ticket)
+                st->warm_holder[g] = 0;
+    }
+    pthread_mutex_unlock(&st->mu);
     free(t->state);
     t->state = NULL;
 }
@@ -78,7 +123,15 @@ void fake_exec_init(fake_stats *st, pk_sched_exec *exec) {
                             .compile = compile,
                             .run = run,
                             .release = release,
+                            .warm = warm,
                             .free_completion = fake_completion_free};
+}
+
+void fake_exec_set_hold(fake_stats *st, int closed) {
+    pthread_mutex_lock(&st->mu);
+    st->hold_closed = closed;
+    pthread_cond_broadcast(&st->cv);
+    pthread_mutex_unlock(&st->mu);
 }
 
 void fake_exec_set_gate(fake_stats *st, int closed) {

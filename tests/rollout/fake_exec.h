@@ -17,6 +17,7 @@ typedef struct fake_stats {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int gate_closed; /* compiles wait while set */
+    int hold_closed; /* compiles of sources starting "hold" wait while set */
     int compiling_now, compiles, runs;
     int gpu_users[64];
     int double_booked;        /* a GPU given to two running jobs at once */
@@ -26,10 +27,18 @@ typedef struct fake_stats {
     int clock;
     int compile_done_at[4096];
     int run_started_at[4096];
+    /* Pre-grants: warm(), and what became of each warm run. */
+    int warms;
+    int warmed[4096];         /* ticket was warmed */
+    uint64_t warm_holder[64]; /* GPU -> ticket warmed on it and not yet run or released */
+    int warm_mismatch;        /* a warmed job ran on GPUs other than its warm ones */
+    int warm_aborted;         /* a warmed job released without running (compile failed) */
+    int warm_ran;             /* a warmed job ran */
 } fake_stats;
 
 void fake_exec_init(fake_stats *st, pk_sched_exec *exec);
 void fake_exec_set_gate(fake_stats *st, int closed);
+void fake_exec_set_hold(fake_stats *st, int closed);
 void fake_completion_free(pk_completion *c);
 
 #endif

@@ -1,7 +1,9 @@
 /* The scheduler with a fake executor (GPUs as plain resources): every job of mixed world
  * sizes completes (no deadlock), no GPU is shared, a wide job is not starved by a stream of
  * narrow ones, full queues answer overloaded, compile errors skip the run, harness failures
- * and shutdown cancellations are reported. */
+ * and shutdown cancellations are reported. Pre-grants: only the oldest compiling job, only
+ * on idle GPUs, never while a compiled job waits; its run gets the warmed GPUs, and a
+ * compile error gives them back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -218,6 +220,129 @@ static void test_shutdown_cancels_queued(void **state) {
     stop(f);
 }
 
+/* Waits until *field (under the fake's lock) reaches at least want; 0 on timeout. */
+static int wait_for(fixture *f, const int *field, int want) {
+    for (int t = 0; t < 5000; t += 2) {
+        pthread_mutex_lock(&f->st.mu);
+        int v = *field;
+        pthread_mutex_unlock(&f->st.mu);
+        if (v >= want)
+            return 1;
+        usleep(2000);
+    }
+    return 0;
+}
+
+static int warmed(fixture *f, uint64_t ticket) {
+    pthread_mutex_lock(&f->st.mu);
+    int v = f->st.warmed[ticket];
+    pthread_mutex_unlock(&f->st.mu);
+    return v;
+}
+
+/* Idle GPUs, nobody waiting: the compiling job gets its GPUs early and runs on them. */
+static void test_pregrant_warms_while_compiling(void **state) {
+    fixture *f = start(2, 2, 0);
+    fake_problem p = {2, 1, 1000};
+    fake_exec_set_hold(&f->st, 1);
+    uint64_t t = submit_ok(f, &p, "hold");
+    assert_true(wait_for(f, &f->st.warms, 1));
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.pregranted, 1);
+    assert_int_equal(ss.gpus_busy, 2);
+    assert_int_equal(ss.compiling, 1);
+    assert_int_equal(warmed(f, t), 1);
+    fake_exec_set_hold(&f->st, 0);
+    pk_completion *c = next_done(f);
+    assert_int_equal(c->ticket, t);
+    assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+    fake_completion_free(c);
+    assert_int_equal(f->st.warm_ran, 1);
+    assert_int_equal(f->st.warm_mismatch, 0);
+    assert_int_equal(f->st.double_booked, 0);
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.gpus_busy, 0);
+    stop(f);
+}
+
+/* Two jobs compiling, GPUs for one: only the older is pre-granted. */
+static void test_pregrant_oldest_only(void **state) {
+    fixture *f = start(2, 2, 0);
+    fake_problem p = {2, 1, 1000};
+    fake_exec_set_hold(&f->st, 1);
+    uint64_t a = submit_ok(f, &p, "hold-a");
+    uint64_t b = submit_ok(f, &p, "hold-b");
+    assert_true(wait_for(f, &f->st.warms, 1));
+    usleep(50000);
+    assert_int_equal(warmed(f, a), 1);
+    assert_int_equal(warmed(f, b), 0); /* its GPUs are not idle */
+    fake_exec_set_hold(&f->st, 0);
+    for (int i = 0; i < 2; i++) {
+        pk_completion *c = next_done(f);
+        assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+        fake_completion_free(c);
+    }
+    assert_int_equal(f->st.warm_mismatch, 0);
+    assert_int_equal(f->st.double_booked, 0);
+    stop(f);
+}
+
+/* A compiled job waits for 4 GPUs while 2 are busy: the 2 idle GPUs are not pre-granted to a
+ * job still compiling (the waiting job keeps its claim on them). */
+static void test_no_pregrant_while_compiled_job_waits(void **state) {
+    fixture *f = start(4, 3, 0);
+    fake_problem two_long = {2, 1, 400000}, four = {4, 1, 1000}, two = {2, 1, 1000};
+    uint64_t a = submit_ok(f, &two_long, "ok-a");
+    assert_true(wait_for(f, &f->st.runs, 1));
+    uint64_t b = submit_ok(f, &four, "ok-b");
+    assert_true(wait_for(f, &f->st.compile_done_at[b], 1));
+    usleep(20000); /* b is queued for GPUs */
+    fake_exec_set_hold(&f->st, 1);
+    uint64_t c = submit_ok(f, &two, "hold-c");
+    usleep(100000); /* c compiles (held) while a runs and b waits */
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.queued_run, 1);
+    assert_int_equal(ss.compiling, 1);
+    assert_int_equal(warmed(f, c), 0);
+    assert_int_equal(f->st.run_started_at[b], 0);
+    fake_exec_set_hold(&f->st, 0);
+    for (int i = 0; i < 3; i++) {
+        pk_completion *d = next_done(f);
+        assert_int_equal(d->result.status, PK_STATUS_CORRECT);
+        fake_completion_free(d);
+    }
+    assert_true(f->st.run_started_at[a] < f->st.run_started_at[b]);
+    assert_int_equal(f->st.double_booked, 0);
+    assert_int_equal(f->st.warm_mismatch, 0);
+    stop(f);
+}
+
+/* A compile error after the pre-grant: the warm run is released and its GPUs serve the next. */
+static void test_pregrant_compile_error_gives_gpus_back(void **state) {
+    fixture *f = start(2, 2, 0);
+    fake_problem p = {2, 1, 1000};
+    fake_exec_set_hold(&f->st, 1);
+    uint64_t a = submit_ok(f, &p, "hold-cerr");
+    assert_true(wait_for(f, &f->st.warms, 1));
+    uint64_t b = submit_ok(f, &p, "ok-b");
+    fake_exec_set_hold(&f->st, 0);
+    for (int i = 0; i < 2; i++) {
+        pk_completion *c = next_done(f);
+        assert_int_equal(c->result.status,
+                         c->ticket == a ? PK_STATUS_COMPILE_ERROR : PK_STATUS_CORRECT);
+        fake_completion_free(c);
+    }
+    assert_int_equal(f->st.warm_aborted, 1);
+    assert_int_not_equal(f->st.run_started_at[b], 0);
+    assert_int_equal(f->st.double_booked, 0);
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.gpus_busy, 0);
+    stop(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_world_sizes),
@@ -226,6 +351,10 @@ int main(void) {
         cmocka_unit_test(test_compile_error_and_harness_failure),
         cmocka_unit_test(test_unsupported_and_host_problems),
         cmocka_unit_test(test_shutdown_cancels_queued),
+        cmocka_unit_test(test_pregrant_warms_while_compiling),
+        cmocka_unit_test(test_pregrant_oldest_only),
+        cmocka_unit_test(test_no_pregrant_while_compiled_job_waits),
+        cmocka_unit_test(test_pregrant_compile_error_gives_gpus_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
