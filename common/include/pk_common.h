@@ -62,6 +62,17 @@ double pk_now_ms(void);      /* monotonic, milliseconds */
 double pk_wall_time_s(void); /* seconds since the epoch */
 uint64_t pk_now_ns(void);    /* monotonic, nanoseconds */
 
+/* A double shared between threads without a lock (e.g. a deadline that another thread may
+ * move): atomic loads and stores through the compiler's generic atomics. */
+static inline double pk_deadline_load(const double *p) {
+    double v;
+    __atomic_load(p, &v, __ATOMIC_ACQUIRE);
+    return v;
+}
+static inline void pk_deadline_store(double *p, double v) {
+    __atomic_store(p, &v, __ATOMIC_RELEASE);
+}
+
 /* Files. */
 int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err);
 int pk_write_file(const char *path, const void *data, size_t len, pk_error *err);

@@ -161,9 +161,9 @@ void pk_job_warm_abort(pk_job *job) {
         return;
     pk_error e;
     if (touch(job, "abort", &e) == PK_OK)
-        job->warm->deadline = pk_now_ms() + WARM_ABORT_GRACE_MS;
+        pk_deadline_store(&job->warm->deadline, pk_now_ms() + WARM_ABORT_GRACE_MS);
     else
-        job->warm->deadline = pk_now_ms(); /* no marker: kill the ranks now */
+        pk_deadline_store(&job->warm->deadline, pk_now_ms()); /* no marker: kill the ranks now */
     warm_join(job, NULL);
     warm_free(job);
 }
@@ -184,7 +184,7 @@ static int run_warm(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
                             job->so_path);
     }
     w->t_go = pk_now_ms();
-    w->deadline = w->t_go + run_timeout_ms(job); /* before go: the run is bounded from now */
+    pk_deadline_store(&w->deadline, w->t_go + run_timeout_ms(job)); /* bounded from go */
     int rc = touch(job, "go", err);
     if (rc) {
         pk_job_warm_abort(job);

@@ -21,8 +21,8 @@ typedef struct pk_job_warm_state {
     int started; /* the thread runs pk_harness_spawn */
     pthread_t thread;
     pk_job_launch launch;
-    volatile double deadline; /* > 0: the run's wall limit counted from go */
-    double t_start, t_go;     /* pk_now_ms() */
+    double deadline;      /* > 0: the run's wall limit counted from go; pk_deadline_load/store */
+    double t_start, t_go; /* pk_now_ms() */
     int spawn_rc;
     pk_error spawn_err;
     pk_sandbox_result sr;

@@ -108,8 +108,9 @@ static int spawn_direct(const pk_sandbox_opts *o, char *const argv[], pk_sandbox
             if (cs[i].fd >= 0)
                 pf[n++] = (struct pollfd){cs[i].fd, POLLIN, 0};
         int left = wall - (int)(pk_now_ms() - start);
-        if (o->deadline_ms && *o->deadline_ms > 0 && (int)(*o->deadline_ms - pk_now_ms()) < left)
-            left = (int)(*o->deadline_ms - pk_now_ms());
+        double dl = o->deadline_ms ? pk_deadline_load(o->deadline_ms) : 0;
+        if (dl > 0 && (int)(dl - pk_now_ms()) < left)
+            left = (int)(dl - pk_now_ms());
         if (left <= 0 && !timed_out) {
             timed_out = 1;
             kill(-pid, SIGKILL); /* the whole group: mpirun and every rank */

@@ -47,8 +47,9 @@ typedef struct pk_sandbox_opts {
     int keep_tail; /* keep the last output_cap bytes of each stream instead of the first */
     /* Optional, read while the command runs: when it holds a value > 0 (pk_now_ms() clock),
      * the command is killed as by the wall limit at that time if that comes first. Lets a
-     * caller start a command early and bound it from a later moment (warm runners). */
-    const volatile double *deadline_ms;
+     * caller start a command early and bound it from a later moment (warm runners). Read
+     * with pk_deadline_load; writers use pk_deadline_store (another thread may be reading). */
+    const double *deadline_ms;
 } pk_sandbox_opts;
 
 typedef struct pk_sandbox_result {

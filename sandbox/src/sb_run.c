@@ -258,7 +258,7 @@ static void supervise(sb_job *j, double start) {
     while (!exited) {
         double now = pk_now_ms();
         if (o->deadline_ms) {
-            double d = *o->deadline_ms;
+            double d = pk_deadline_load(o->deadline_ms);
             if (d > 0 && d < deadline)
                 deadline = d;
         }
