@@ -6,6 +6,12 @@
 
 #include <jansson.h>
 
+/* msgpack-c gives a NULL pointer for an empty string; the C library's mem* functions and
+ * jansson want a real one. */
+static const char *str_bytes(const msgpack_object_str *s) {
+    return s->size ? s->ptr : "";
+}
+
 int pk_request_decode(pk_request *r, const void *data, size_t len, size_t max_bytes,
                       pk_error *err) {
     memset(r, 0, sizeof *r);
@@ -51,7 +57,7 @@ const msgpack_object *pk_request_field(const pk_request *r, const char *name) {
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key;
         if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
-            memcmp(k->via.str.ptr, name, n) == 0)
+            memcmp(str_bytes(&k->via.str), name, n) == 0)
             return &m->ptr[i].val;
     }
     return NULL;
@@ -71,17 +77,18 @@ int pk_request_str(const pk_request *r, const char *name, int required, size_t m
     if (o->via.str.size > max_len)
         return pk_error_set(err, PK_ERR_INVALID, "field '%s' is %u bytes; the limit is %zu", name,
                             o->via.str.size, max_len);
-    if (memchr(o->via.str.ptr, '\0', o->via.str.size))
+    const char *bytes = str_bytes(&o->via.str);
+    if (memchr(bytes, '\0', o->via.str.size))
         return pk_error_set(err, PK_ERR_INVALID, "field '%s' contains a NUL byte", name);
     /* Text goes into prompts, JSON and replies: it must be valid UTF-8. */
-    json_t *check = json_stringn(o->via.str.ptr, o->via.str.size);
+    json_t *check = json_stringn(bytes, o->via.str.size);
     if (!check)
         return pk_error_set(err, PK_ERR_INVALID, "field '%s' is not valid UTF-8", name);
     json_decref(check);
     *out = malloc(o->via.str.size + 1);
     if (!*out)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    memcpy(*out, o->via.str.ptr, o->via.str.size);
+    memcpy(*out, bytes, o->via.str.size);
     (*out)[o->via.str.size] = '\0';
     return PK_OK;
 }

@@ -5,6 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+/* msgpack-c gives a NULL pointer for an empty string; the C library's mem* functions and
+ * jansson want a real one. */
+static const char *str_bytes(const msgpack_object_str *s) {
+    return s->size ? s->ptr : "";
+}
+
 int pk_msgpack_pack_json(msgpack_packer *pk, const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
@@ -78,7 +84,7 @@ static int convert(const msgpack_object *o, pk_strbuf *path, int depth, int max_
         *out = json_real(o->via.f64);
         break;
     case MSGPACK_OBJECT_STR:
-        *out = json_stringn(o->via.str.ptr, o->via.str.size);
+        *out = json_stringn(str_bytes(&o->via.str), o->via.str.size);
         if (!*out)
             return pk_error_set(err, PK_ERR_INVALID, "%s: string is not valid UTF-8", path->data);
         break;
@@ -111,7 +117,7 @@ static int convert(const msgpack_object *o, pk_strbuf *path, int depth, int max_
                 return pk_error_set(err, PK_ERR_INVALID, "%s: map key is not a string", path->data);
             }
             path->len = base;
-            pk_strbuf_printf(path, ".%.*s", (int)kv->key.via.str.size, kv->key.via.str.ptr);
+            pk_strbuf_printf(path, ".%.*s", (int)kv->key.via.str.size, str_bytes(&kv->key.via.str));
             json_t *val;
             int rc = convert(&kv->val, path, depth + 1, max_depth, &val, err);
             if (rc) {
@@ -120,11 +126,11 @@ static int convert(const msgpack_object *o, pk_strbuf *path, int depth, int max_
             }
             /* Keys with NUL bytes cannot be JSON object keys; setn checks UTF-8 (and takes
              * val even when it fails). */
-            int bad_key = memchr(kv->key.via.str.ptr, '\0', kv->key.via.str.size) != NULL;
+            const char *key = str_bytes(&kv->key.via.str);
+            int bad_key = memchr(key, '\0', kv->key.via.str.size) != NULL;
             if (bad_key)
                 json_decref(val);
-            if (bad_key ||
-                json_object_setn_new(m, kv->key.via.str.ptr, kv->key.via.str.size, val)) {
+            if (bad_key || json_object_setn_new(m, key, kv->key.via.str.size, val)) {
                 json_decref(m);
                 return pk_error_set(err, PK_ERR_INVALID, "%s: invalid map key", path->data);
             }

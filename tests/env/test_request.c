@@ -204,6 +204,41 @@ static void test_json_rejects_nul_key(void **state) {
     msgpack_unpacked_destroy(&u);
 }
 
+/* Found by the fuzzer: msgpack-c hands out a NULL pointer for "", which reached memchr. Empty
+ * strings are legal everywhere: as a JSON key, a JSON value and a request field. */
+static void test_empty_strings(void **state) {
+    (void)state;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    const char frame[] = "\x82\xa0\xa0\xa1k\xa0"; /* {"": "", "k": ""} */
+    assert_int_equal(msgpack_unpack_next(&u, frame, sizeof frame - 1, &off),
+                     MSGPACK_UNPACK_SUCCESS);
+    json_t *out;
+    pk_error err;
+    assert_int_equal(pk_json_from_msgpack(&u.data, "options", 8, &out, &err), PK_OK);
+    assert_string_equal(json_string_value(json_object_get(out, "")), "");
+    assert_string_equal(json_string_value(json_object_get(out, "k")), "");
+    json_decref(out);
+    msgpack_unpacked_destroy(&u);
+
+    packed p;
+    packed_init(&p);
+    msgpack_pack_map(&p.pk, 2);
+    pack_str(&p.pk, "op");
+    pack_str(&p.pk, "step");
+    pack_str(&p.pk, "summary");
+    pack_str(&p.pk, "");
+    pk_request r;
+    assert_int_equal(decode(&p, &r, &err), PK_OK);
+    char *s = NULL;
+    assert_int_equal(pk_request_str(&r, "summary", 1, 100, &s, &err), PK_OK);
+    assert_string_equal(s, "");
+    free(s);
+    pk_request_free(&r);
+    msgpack_sbuffer_destroy(&p.sb);
+}
+
 static void test_utf8_sanitize(void **state) {
     (void)state;
     char *clean = pk_utf8_sanitize("ok \xc3\xa9 \xff bad \xe2\x82 cut \xed\xa0\x80 surrogate");
@@ -226,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_json_rejects_binary_and_int_keys),
         cmocka_unit_test(test_json_rejects_nul_key),
+        cmocka_unit_test(test_empty_strings),
         cmocka_unit_test(test_utf8_sanitize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
