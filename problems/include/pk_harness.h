@@ -123,6 +123,9 @@ typedef struct pk_eval_opts {
     int keep_workdir;
     int world_size; /* 0: the problem's default; else one of its world_sizes */
     int no_warm;    /* pk_harness_evaluate: start the run only after the compile (no overlap) */
+    /* Absolute directory: each trial's inputs and reference outputs are written there, per
+     * rank, with a manifest.json (bench/pkb-crosscheck reads them). NULL: none. */
+    const char *dump_dir;
 } pk_eval_opts;
 
 void pk_eval_opts_default(pk_eval_opts *o);

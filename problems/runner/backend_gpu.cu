@@ -14,10 +14,13 @@
 #include <string.h>
 #include <time.h>
 
-#define LSA_BARRIERS 132
-
 struct gpu_state {
     cudaStream_t harness; // the harness's own copies and checks, never ctx->stream
+    cudaStream_t cur;     // where operations go: harness, or ctx->stream in timed epilogues
+    int lsa_barriers;     // one per SM: a CTA-per-SM kernel has one barrier per CTA
+    void *flush;          // 2 x L2 bytes read to evict the L2
+    size_t flush_bytes;
+    unsigned long long *guard_out; // per zone: changed bytes, first, last offset
     ncclComm_t comm;
     ncclDevComm dev_comm;
     int have_dev_comm;
@@ -29,6 +32,7 @@ struct gpu_state {
 };
 
 static gpu_state g_state;
+static cudaStream_t timed_stream; // ctx->stream
 
 static int cuda_fail(rn_backend *b, cudaError_t e, const char *what) {
     snprintf(b->error, sizeof b->error, "%s: %s", what, cudaGetErrorString(e));
@@ -46,13 +50,6 @@ static int nccl_fail(rn_backend *b, ncclResult_t r, const char *what) {
         if (e_ != cudaSuccess)                                                                     \
             return cuda_fail(b, e_, #call);                                                        \
     } while (0)
-
-__device__ uint64_t dev_mix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
 
 __device__ double dev_load(const void *p, int t, size_t i) {
     switch (t) {
@@ -93,13 +90,80 @@ __device__ void dev_store(void *p, int t, size_t i, double v) {
     }
 }
 
-// Same formula as the host generator: k/16 with k in [-16, 16].
-__global__ void generate_kernel(void *p, int t, size_t n, uint64_t key) {
+// Same values as the host generator (rn_values.h).
+__global__ void generate_kernel(void *p, int t, size_t n, uint64_t key, rn_gen g) {
+    const int integer = t == PK_DTYPE_I32 || t == PK_DTYPE_I64;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dev_store(p, t, i, rn_gen_value(&g, integer, key, i));
+}
+
+__global__ void positions_kernel(uint64_t *pos, uint64_t key, size_t count, size_t n) {
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n;
+         k += (size_t)gridDim.x * blockDim.x)
+        pos[k] = rn_sample_pos(key, count, n, k);
+}
+
+__global__ void gather_kernel(unsigned char *dst, const unsigned char *src, size_t es,
+                              const uint64_t *pos, size_t n) {
+    for (size_t k = blockIdx.x * (size_t)blockDim.x + threadIdx.x; k < n;
+         k += (size_t)gridDim.x * blockDim.x) {
+        const unsigned char *from = src + pos[k] * es;
+        unsigned char *to = dst + k * es;
+        switch (es) {
+        case 1:
+            *to = *from;
+            break;
+        case 2:
+            *(uint16_t *)to = *(const uint16_t *)from;
+            break;
+        case 4:
+            *(uint32_t *)to = *(const uint32_t *)from;
+            break;
+        default:
+            *(uint64_t *)to = *(const uint64_t *)from;
+        }
+    }
+}
+
+// One block per zone.
+__global__ void fill_guards_kernel(unsigned char *base, const rn_zone *z, uint64_t seed) {
+    const rn_zone zone = z[blockIdx.x];
+    for (uint64_t o = zone.lo + threadIdx.x; o < zone.hi; o += blockDim.x)
+        base[o] = rn_guard_byte(seed, o);
+}
+
+__global__ void check_guards_kernel(const unsigned char *base, const rn_zone *z, uint64_t seed,
+                                    unsigned long long *out) {
+    const rn_zone zone = z[blockIdx.x];
+    unsigned long long *mine = out + 3 * (size_t)blockIdx.x;
+    for (uint64_t o = zone.lo + threadIdx.x; o < zone.hi; o += blockDim.x)
+        if (base[o] != rn_guard_byte(seed, o)) {
+            atomicAdd(&mine[0], 1ULL);
+            atomicMin(&mine[1], (unsigned long long)(o - zone.lo));
+            atomicMax(&mine[2], (unsigned long long)(o - zone.lo));
+        }
+}
+
+__global__ void init_guard_out_kernel(unsigned long long *out, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        out[3 * i] = 0;
+        out[3 * i + 1] = ~0ULL;
+        out[3 * i + 2] = 0;
+    }
+}
+
+// Reads the whole buffer so that the L2 holds none of the job's lines (dirty ones are written
+// back here, not inside the next timed call).
+__global__ void flush_kernel(const uint4 *p, size_t n, unsigned *sink) {
+    unsigned acc = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        int k = (int)(dev_mix(key + i) % 33) - 16;
-        dev_store(p, t, i, t == PK_DTYPE_I32 || t == PK_DTYPE_I64 ? (double)k : k / 16.0);
+        uint4 v = p[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
+    if (acc == 0x9e3779b9u) // practically never; keeps the loads
+        *sink = acc;
 }
 
 __global__ void poison_kernel(void *p, int t, size_t n) {
@@ -192,25 +256,96 @@ static void gpu_free(rn_backend *b, void *p) {
         cudaFree(p);
 }
 
-static int gpu_generate(rn_backend *b, void *p, pk_dtype t, size_t n, uint64_t key) {
-    generate_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(p, (int)t, n, key);
+static int gpu_generate(rn_backend *b, void *p, pk_dtype t, size_t n, uint64_t key,
+                        const rn_gen *gen) {
+    generate_kernel<<<grid_for(n), 256, 0, g_state.cur>>>(p, (int)t, n, key, *gen);
     CU(b, cudaGetLastError());
     return 0;
 }
 
 static int gpu_poison(rn_backend *b, void *p, pk_dtype t, size_t n) {
-    poison_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(p, (int)t, n);
+    poison_kernel<<<grid_for(n), 256, 0, g_state.cur>>>(p, (int)t, n);
     CU(b, cudaGetLastError());
     return 0;
 }
 
+// On the harness stream a copy is complete when this returns; in a timed epilogue it is
+// only enqueued.
 static int gpu_copy(rn_backend *b, void *dst, const void *src, size_t bytes) {
-    CU(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_state.harness));
+    CU(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_state.cur));
+    if (g_state.cur == g_state.harness)
+        CU(b, cudaStreamSynchronize(g_state.harness));
+    return 0;
+}
+
+static int gpu_sample_positions(rn_backend *b, uint64_t *pos, uint64_t key, size_t count,
+                                size_t n) {
+    positions_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(pos, key, count, n);
+    CU(b, cudaGetLastError());
     CU(b, cudaStreamSynchronize(g_state.harness));
     return 0;
 }
 
+static int gpu_gather(rn_backend *b, void *dst, const void *src, size_t es, const uint64_t *pos,
+                      size_t n) {
+    if (n == 0)
+        return 0;
+    gather_kernel<<<grid_for(n), 256, 0, g_state.cur>>>((unsigned char *)dst,
+                                                        (const unsigned char *)src, es, pos, n);
+    CU(b, cudaGetLastError());
+    return 0;
+}
+
+static int gpu_fill_guards(rn_backend *b, void *base, const rn_zone *z, int n, uint64_t seed) {
+    if (n == 0)
+        return 0;
+    fill_guards_kernel<<<n, 256, 0, g_state.harness>>>((unsigned char *)base, z, seed);
+    CU(b, cudaGetLastError());
+    CU(b, cudaStreamSynchronize(g_state.harness));
+    return 0;
+}
+
+static int gpu_check_guards(rn_backend *b, const void *base, const rn_zone *z, int n, uint64_t seed,
+                            rn_guard_hit *hit) {
+    static unsigned long long res[3 * RN_MAX_ZONES];
+    hit->zone = -1;
+    if (n == 0)
+        return 0;
+    init_guard_out_kernel<<<grid_for((size_t)n), 256, 0, g_state.harness>>>(g_state.guard_out, n);
+    check_guards_kernel<<<n, 256, 0, g_state.harness>>>((const unsigned char *)base, z, seed,
+                                                        g_state.guard_out);
+    CU(b, cudaGetLastError());
+    CU(b, cudaMemcpyAsync(res, g_state.guard_out, sizeof(unsigned long long) * 3 * (size_t)n,
+                          cudaMemcpyDeviceToHost, g_state.harness));
+    CU(b, cudaStreamSynchronize(g_state.harness));
+    for (int i = 0; i < n; i++)
+        if (res[3 * i]) {
+            *hit = (rn_guard_hit){i, res[3 * i], res[3 * i + 1], res[3 * i + 2]};
+            break;
+        }
+    return 0;
+}
+
+static int gpu_flush_l2(rn_backend *b) {
+    if (!g_state.flush)
+        return 0;
+    size_t n = g_state.flush_bytes / sizeof(uint4);
+    flush_kernel<<<grid_for(n), 256, 0, g_state.cur>>>((const uint4 *)g_state.flush, n,
+                                                       (unsigned *)g_state.cmp + 1000);
+    CU(b, cudaGetLastError());
+    return 0;
+}
+
+static void gpu_use_timed_stream(rn_backend *b, int on) {
+    (void)b;
+    g_state.cur = on ? timed_stream : g_state.harness;
+}
+
 static int gpu_equal(rn_backend *b, const void *x, const void *y, size_t bytes, int *eq) {
+    if (bytes == 0) {
+        *eq = 1;
+        return 0;
+    }
     int *flag = (int *)g_state.cmp;
     CU(b, cudaMemsetAsync(flag, 0, sizeof(int), g_state.harness));
     equal_kernel<<<grid_for(bytes), 256, 0, g_state.harness>>>(
@@ -225,6 +360,11 @@ static int gpu_equal(rn_backend *b, const void *x, const void *y, size_t bytes, 
 static int gpu_compare(rn_backend *b, const void *got, const void *want, pk_dtype t, size_t n,
                        double atol, double rtol, rn_compare *out) {
     unsigned long long init[3] = {0, 0, ~0ULL}, res[3];
+    if (n == 0) {
+        memset(out, 0, sizeof *out);
+        out->bad_index = -1;
+        return 0;
+    }
     unsigned long long *d = (unsigned long long *)g_state.cmp;
     CU(b, cudaMemcpyAsync(d, init, sizeof init, cudaMemcpyHostToDevice, g_state.harness));
     compare_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(got, want, (int)t, n, atol, rtol, d);
@@ -271,6 +411,11 @@ static int gpu_compare(rn_backend *b, const void *got, const void *want, pk_dtyp
     return 0;
 }
 
+static int gpu_to_host(rn_backend *b, void *host, const void *src, size_t bytes) {
+    CU(b, cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
 static int gpu_sync(rn_backend *b) {
     CU(b, cudaDeviceSynchronize());
     CU(b, cudaGetLastError());
@@ -289,22 +434,27 @@ static double now_us(void) {
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-static cudaStream_t timed_stream;
-
-static int gpu_time_calls(rn_backend *b, int (*fn)(void *, int), void *arg, int iters, double *us,
-                          double *host_total_us) {
+static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogue)(void *, int),
+                          void *arg, int iters, double *us, double *host_total_us,
+                          double *stream_total_us) {
     if (iters > RN_MAX_TIMED_ITERS)
         iters = RN_MAX_TIMED_ITERS;
+    if (iters <= 0)
+        return 0;
     CU(b, cudaDeviceSynchronize());
     double start = now_us();
     for (int i = 0; i < iters; i++) {
         CU(b, cudaEventRecord(g_state.ev[2 * i], timed_stream));
-        int rc = fn(arg, i);
+        int rc = call(arg, i);
         if (rc) {
             snprintf(b->error, sizeof b->error, "call returned %d during timing", rc);
             return -1;
         }
         CU(b, cudaEventRecord(g_state.ev[2 * i + 1], timed_stream));
+        if (epilogue(arg, i)) {
+            snprintf(b->error, sizeof b->error, "the harness's epilogue failed after call %d", i);
+            return -1;
+        }
     }
     CU(b, cudaDeviceSynchronize()); // also waits for work the candidate left on other streams
     *host_total_us = now_us() - start;
@@ -313,6 +463,9 @@ static int gpu_time_calls(rn_backend *b, int (*fn)(void *, int), void *arg, int 
         CU(b, cudaEventElapsedTime(&ms, g_state.ev[2 * i], g_state.ev[2 * i + 1]));
         us[i] = ms * 1e3;
     }
+    float total_ms = 0;
+    CU(b, cudaEventElapsedTime(&total_ms, g_state.ev[0], g_state.ev[2 * iters - 1]));
+    *stream_total_us = total_ms * 1e3;
     return 0;
 }
 
@@ -327,7 +480,7 @@ static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
         return nccl_fail(b, r, "ncclCommWindowRegister");
     ncclDevCommRequirements reqs;
     memset(&reqs, 0, sizeof reqs);
-    reqs.lsaBarrierCount = LSA_BARRIERS;
+    reqs.lsaBarrierCount = g_state.lsa_barriers;
     r = ncclDevCommCreate(g_state.comm, &reqs, &g_state.dev_comm);
     if (r != ncclSuccess)
         return nccl_fail(b, r, "ncclDevCommCreate");
@@ -343,7 +496,7 @@ static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
     ctx->sym_size = bytes;
     ctx->window = g_state.window;
     ctx->dev_comm = g_state.dev_comm;
-    ctx->lsa_barrier_count = LSA_BARRIERS;
+    ctx->lsa_barrier_count = g_state.lsa_barriers;
     // NCCL maps the window at its own addresses (ours included); our own entry stays the
     // ncclMemAlloc pointer, so pk_peer(ctx, p, rank) == p. Both alias the same memory.
     ctx->peer_base[ctx->rank] = ctx->sym_base;
@@ -360,29 +513,42 @@ static void gpu_fini(rn_backend *b, pk_ctx *ctx) {
         ncclMemFree(g_state.arena);
     if (g_state.comm)
         ncclCommDestroy(g_state.comm);
+    cudaFree(g_state.flush);
+    cudaFree(g_state.guard_out);
+    cudaFree(g_state.cmp);
     ctx->sym_base = NULL;
 }
 
-static int setup_device(rn_backend *b, pk_ctx *ctx) { // 1 on success
+static int setup_device(rn_backend *b, pk_ctx *ctx) {
     if (cudaSetDevice(ctx->device) != cudaSuccess)
-        return cuda_fail(b, cudaGetLastError(), "cudaSetDevice") + 1;
+        return cuda_fail(b, cudaGetLastError(), "cudaSetDevice");
     cudaDeviceProp prop;
     cudaError_t e = cudaGetDeviceProperties(&prop, ctx->device);
     if (e == cudaSuccess) {
         snprintf(b->name, sizeof b->name, "%.63s", prop.name);
         b->l2_bytes = (size_t)prop.l2CacheSize;
+        // As nccl-tests sizes its device-API kernels: one CTA, hence one barrier, per SM.
+        g_state.lsa_barriers = prop.multiProcessorCount;
         e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking);
     }
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&g_state.harness, cudaStreamNonBlocking);
     if (e == cudaSuccess)
-        e = cudaMalloc((void **)&g_state.cmp, 4096);
+        e = cudaMalloc((void **)&g_state.cmp, 8192);
+    if (e == cudaSuccess)
+        e = cudaMalloc((void **)&g_state.guard_out, sizeof(unsigned long long) * 3 * RN_MAX_ZONES);
+    g_state.flush_bytes = 2 * b->l2_bytes;
+    if (e == cudaSuccess && g_state.flush_bytes)
+        e = cudaMalloc(&g_state.flush, g_state.flush_bytes);
+    if (e == cudaSuccess && g_state.flush)
+        e = cudaMemset(g_state.flush, 1, g_state.flush_bytes);
     for (int i = 0; i < 2 * RN_MAX_TIMED_ITERS && e == cudaSuccess; i++)
         e = cudaEventCreate(&g_state.ev[i]);
     if (e != cudaSuccess)
-        return cuda_fail(b, e, "device setup") + 1;
+        return cuda_fail(b, e, "device setup");
     timed_stream = ctx->stream;
-    return 1;
+    g_state.cur = g_state.harness;
+    return 0;
 }
 
 extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
@@ -399,12 +565,19 @@ extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
     b->sync = gpu_sync;
     b->sync_stream = gpu_sync_stream;
     b->time_calls = gpu_time_calls;
+    b->sample_positions = gpu_sample_positions;
+    b->gather = gpu_gather;
+    b->fill_guards = gpu_fill_guards;
+    b->check_guards = gpu_check_guards;
+    b->flush_l2 = gpu_flush_l2;
+    b->use_timed_stream = gpu_use_timed_stream;
     b->setup_arena = gpu_setup_arena;
+    b->to_host = gpu_to_host;
     b->fini = gpu_fini;
     ctx->device = g->rank; // CUDA_VISIBLE_DEVICES holds exactly the job's GPUs
     // Device setup has no collectives; all ranks agree on its outcome before NCCL init, so
     // that one failing rank cannot leave the others waiting in ncclCommInitRank.
-    int ok = setup_device(b, ctx), all_ok[PK_MAX_RANKS];
+    int ok = setup_device(b, ctx) == 0, all_ok[PK_MAX_RANKS];
     if (g->allgather(g, &ok, all_ok, sizeof ok))
         return -1;
     for (int r = 0; r < g->world; r++)

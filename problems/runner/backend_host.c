@@ -2,6 +2,7 @@
 #include "pk_runner.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -93,13 +94,63 @@ static void store(void *p, pk_dtype t, size_t i, double v) {
     }
 }
 
-static int host_generate(rn_backend *b, void *p, pk_dtype t, size_t count, uint64_t key) {
+static int host_generate(rn_backend *b, void *p, pk_dtype t, size_t count, uint64_t key,
+                         const rn_gen *gen) {
     (void)b;
-    for (size_t i = 0; i < count; i++) {
-        int k = (int)(rn_mix(key + i) % 33) - 16; /* k/16 in [-1, 1]: sums stay exact */
-        store(p, t, i, t == PK_DTYPE_I32 || t == PK_DTYPE_I64 ? k : k / 16.0);
-    }
+    const int integer = t == PK_DTYPE_I32 || t == PK_DTYPE_I64;
+    for (size_t i = 0; i < count; i++)
+        store(p, t, i, rn_gen_value(gen, integer, key, i));
     return 0;
+}
+
+static int host_sample_positions(rn_backend *b, uint64_t *pos, uint64_t key, size_t count,
+                                 size_t n) {
+    (void)b;
+    for (size_t k = 0; k < n; k++)
+        pos[k] = rn_sample_pos(key, count, n, k);
+    return 0;
+}
+
+static int host_gather(rn_backend *b, void *dst, const void *src, size_t es, const uint64_t *pos,
+                       size_t n) {
+    (void)b;
+    for (size_t k = 0; k < n; k++)
+        memcpy((char *)dst + k * es, (const char *)src + pos[k] * es, es);
+    return 0;
+}
+
+static int host_fill_guards(rn_backend *b, void *base, const rn_zone *z, int n, uint64_t seed) {
+    (void)b;
+    for (int i = 0; i < n; i++)
+        for (uint64_t o = z[i].lo; o < z[i].hi; o++)
+            ((uint8_t *)base)[o] = rn_guard_byte(seed, o);
+    return 0;
+}
+
+static int host_check_guards(rn_backend *b, const void *base, const rn_zone *z, int n,
+                             uint64_t seed, rn_guard_hit *hit) {
+    (void)b;
+    hit->zone = -1;
+    for (int i = 0; i < n && hit->zone < 0; i++)
+        for (uint64_t o = z[i].lo; o < z[i].hi; o++) {
+            if (((const uint8_t *)base)[o] == rn_guard_byte(seed, o))
+                continue;
+            if (hit->zone < 0)
+                *hit = (rn_guard_hit){i, 0, o - z[i].lo, 0};
+            hit->bytes++;
+            hit->last = o - z[i].lo;
+        }
+    return 0;
+}
+
+static int host_flush_l2(rn_backend *b) {
+    (void)b;
+    return 0;
+}
+
+static void host_use_timed_stream(rn_backend *b, int on) {
+    (void)b;
+    (void)on; /* one thread, no streams */
 }
 
 static int host_poison(rn_backend *b, void *p, pk_dtype t, size_t count) {
@@ -149,23 +200,35 @@ static int host_compare(rn_backend *b, const void *got, const void *want, pk_dty
     return 0;
 }
 
+static int host_to_host(rn_backend *b, void *host, const void *src, size_t bytes) {
+    (void)b;
+    memcpy(host, src, bytes);
+    return 0;
+}
+
 static int host_sync(rn_backend *b) {
     (void)b;
     return 0;
 }
 
-static int host_time_calls(rn_backend *b, int (*fn)(void *arg, int i), void *arg, int iters,
-                           double *us, double *host_total_us) {
-    (void)b;
+static int host_time_calls(rn_backend *b, int (*call)(void *arg, int i),
+                           int (*epilogue)(void *arg, int i), void *arg, int iters, double *us,
+                           double *host_total_us, double *stream_total_us) {
     double start = now_us();
     for (int i = 0; i < iters; i++) {
         double t0 = now_us();
-        int rc = fn(arg, i);
+        int rc = call(arg, i);
         us[i] = now_us() - t0;
-        if (rc)
-            return rc;
+        if (rc) {
+            snprintf(b->error, sizeof b->error, "call returned %d during timing", rc);
+            return -1;
+        }
+        if (epilogue(arg, i)) {
+            snprintf(b->error, sizeof b->error, "the harness's epilogue failed after call %d", i);
+            return -1;
+        }
     }
-    *host_total_us = now_us() - start;
+    *host_total_us = *stream_total_us = now_us() - start;
     return 0;
 }
 
@@ -198,7 +261,14 @@ int rn_backend_host_init(rn_backend *b, pk_ctx *ctx) {
     b->compare = host_compare;
     b->sync = host_sync;
     b->time_calls = host_time_calls;
+    b->sample_positions = host_sample_positions;
+    b->gather = host_gather;
+    b->fill_guards = host_fill_guards;
+    b->check_guards = host_check_guards;
+    b->flush_l2 = host_flush_l2;
+    b->use_timed_stream = host_use_timed_stream;
     b->setup_arena = host_setup_arena;
+    b->to_host = host_to_host;
     b->fini = host_fini;
     b->l2_bytes = 0;
     ctx->device = -1;

@@ -13,7 +13,7 @@
 static void usage(void) {
     fprintf(stderr,
             "usage: pk-runner --problem-dir DIR --suite S --name N --module SO\n"
-            "  (--candidate SO | --reference-as-candidate) --seed N --trials N\n"
+            "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
             "  [--skip-reference-timing] [--wait-go]\n");
 }
@@ -30,6 +30,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
                            : !strcmp(a, "--out")          ? &o->out
                            : !strcmp(a, "--progress-dir") ? &o->progress_dir
                            : !strcmp(a, "--launcher")     ? &o->launcher
+                           : !strcmp(a, "--seed-file")    ? &o->seed_file
+                           : !strcmp(a, "--dump")         ? &o->dump_dir
                                                           : NULL;
         if (str && v) {
             *str = v;

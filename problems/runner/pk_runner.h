@@ -9,16 +9,27 @@
 #include "pk_harness.h"
 #include "pk_problem_module.h"
 #include "pk_problem_spec.h"
+#include "rn_values.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define RN_MAX_TIMED_ITERS 1024
+#define RN_MAX_TIMED_ITERS 1024 /* timed calls per side (candidate or reference) */
+#define RN_MAX_WARM_ITERS 4096  /* warm-up calls per side */
+#define RN_BLOCKS 2             /* timed blocks per side, candidate and reference interleaved */
+#define RN_MIN_COPIES 4         /* rotation slots: secret visiting order needs a few */
+#define RN_MAX_COPIES 64
+#define RN_GUARD_BYTES 65536 /* guard zone before and after every argument */
+#define RN_SAMPLES 16384     /* elements sampled per argument of a verified timed call */
+#define RN_MAX_VERIFIED 96   /* verified calls per timed block */
+#define RN_MAX_ZONES (RN_MAX_COPIES * PK_MAX_ARGS * 2 + 2)
 
 /* Options the harness passes on the command line. */
 typedef struct rn_opts {
     const char *problem_dir, *suite, *name, *module, *candidate, *out, *progress_dir, *launcher;
+    const char *seed_file; /* holds the secret seed; read and removed before any candidate code */
+    const char *dump_dir;  /* each trial's inputs and reference outputs go here (cross-checks) */
     uint64_t seed;
     int trials, world, skip_timing, reference_as_candidate;
     int skip_reference_timing; /* the harness has a cached baseline */
@@ -33,7 +44,7 @@ typedef struct rn_group {
     int (*barrier)(struct rn_group *g);
     /* Every rank contributes `bytes` from mine; all receives world * bytes, rank-ordered. */
     int (*allgather)(struct rn_group *g, const void *mine, void *all, size_t bytes);
-    void *impl;
+    void *impl; /* the launcher's state (fork: the shared region) */
 } rn_group;
 
 int rn_group_mpi_init(rn_group *g, int *argc, char ***argv);
@@ -50,7 +61,23 @@ typedef struct rn_compare {
     double expected, got;
 } rn_compare;
 
-/* Memory, generation, comparison and timing on one rank: host loops or CUDA. */
+/* One guard zone: arena bytes [lo, hi) that nobody may write. */
+typedef struct rn_zone {
+    uint64_t lo, hi;
+    int arg;   /* argument index, or -1 for the scratch buffer */
+    int after; /* 1: after the argument's end; 0: before its start */
+} rn_zone;
+
+/* The first violated zone (by zone order) after a check; zone < 0 if none. */
+typedef struct rn_guard_hit {
+    int zone;
+    uint64_t bytes;       /* changed bytes in that zone */
+    uint64_t first, last; /* offsets of the first and last changed byte, from zone lo */
+} rn_guard_hit;
+
+/* Memory, generation, comparison and timing on one rank: host loops or CUDA. Operations
+ * run on the harness's own stream and wait for it, unless use_timed_stream(b, 1) routed them
+ * onto ctx->stream (the timed epilogue), where they are only enqueued. */
 typedef struct rn_backend {
     int gpu;
     char name[64]; /* GPU name, or "host" */
@@ -59,23 +86,37 @@ typedef struct rn_backend {
     /* Like alloc_private, for reference outputs (collective on GPUs when registered). */
     void *(*alloc_reference)(struct rn_backend *b, size_t bytes);
     void (*free_private)(struct rn_backend *b, void *p);
-    int (*generate)(struct rn_backend *b, void *p, pk_dtype t, size_t count, uint64_t key);
+    int (*generate)(struct rn_backend *b, void *p, pk_dtype t, size_t count, uint64_t key,
+                    const rn_gen *gen);
     int (*poison)(struct rn_backend *b, void *p, pk_dtype t, size_t count);
     int (*copy)(struct rn_backend *b, void *dst, const void *src, size_t bytes);
     int (*equal)(struct rn_backend *b, const void *x, const void *y, size_t bytes, int *eq);
     int (*compare)(struct rn_backend *b, const void *got, const void *want, pk_dtype t,
                    size_t count, double atol, double rtol, rn_compare *out);
+    /* pos[k] = rn_sample_pos(key, count, n, k) for k < n (pos: private memory). */
+    int (*sample_positions)(struct rn_backend *b, uint64_t *pos, uint64_t key, size_t count,
+                            size_t n);
+    /* dst[k] = src[pos[k]] for k < n, elements of esize bytes. */
+    int (*gather)(struct rn_backend *b, void *dst, const void *src, size_t esize,
+                  const uint64_t *pos, size_t n);
+    int (*fill_guards)(struct rn_backend *b, void *base, const rn_zone *z, int n, uint64_t seed);
+    int (*check_guards)(struct rn_backend *b, const void *base, const rn_zone *z, int n,
+                        uint64_t seed, rn_guard_hit *hit);
+    int (*flush_l2)(struct rn_backend *b); /* evicts the L2 (GPU; no-op on the host) */
+    void (*use_timed_stream)(struct rn_backend *b, int on);
     int (*sync)(struct rn_backend *b); /* waits for all work of this rank; reports errors */
     /* Waits for ctx->stream only (NULL: sync), so unjoined side streams stay unfinished. */
     int (*sync_stream)(struct rn_backend *b, pk_ctx *ctx);
-    /* Runs fn(arg, i) for i in [0, iters) timing each call; writes per-call microseconds and
-     * the host wall time of the whole loop (ending with a full device sync). */
-    int (*time_calls)(struct rn_backend *b, int (*fn)(void *arg, int i), void *arg, int iters,
-                      double *us, double *host_total_us);
+    /* For i in [0, iters): times call(arg, i) alone, then runs epilogue(arg, i) untimed. Writes
+     * per-call microseconds, the host wall time of the whole loop (ending with a full device
+     * sync) and the time the timed stream took for the loop, epilogues included. */
+    int (*time_calls)(struct rn_backend *b, int (*call)(void *arg, int i),
+                      int (*epilogue)(void *arg, int i), void *arg, int iters, double *us,
+                      double *host_total_us, double *stream_total_us);
+    int (*to_host)(struct rn_backend *b, void *host, const void *src, size_t bytes);
     int (*setup_arena)(struct rn_backend *b, pk_ctx *ctx, size_t bytes);
     void (*fini)(struct rn_backend *b, pk_ctx *ctx);
     size_t l2_bytes;
-    void *impl;
 } rn_backend;
 
 /* Init fills ctx (rank, device, stream, communicator) and b->l2_bytes; setup_arena then
@@ -83,9 +124,51 @@ typedef struct rn_backend {
 int rn_backend_host_init(rn_backend *b, pk_ctx *ctx);
 int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g);
 
-/* Counter-based generator: the value of element i of the stream `key`. */
-uint64_t rn_mix(uint64_t x);
+/* Key of the input stream of (trial or call key, rank, argument). */
 uint64_t rn_stream_key(uint64_t seed, int trial, int rank, int arg);
+/* A secret derived from the seed for one purpose (guard pattern, sample positions, plan). */
+uint64_t rn_secret(uint64_t seed, uint64_t purpose);
+
+/* Arena layout: `copies` rotation slots of every argument, each argument between two guard
+ * zones, then the scratch buffer between two more. Same on every rank. */
+typedef struct rn_layout {
+    int copies;
+    size_t set_bytes; /* one slot */
+    size_t arg_off[PK_MAX_ARGS], arg_bytes[PK_MAX_ARGS];
+    size_t scratch_off, scratch_bytes, arena_bytes;
+    int n_zones;
+    rn_zone zones[RN_MAX_ZONES];
+} rn_layout;
+
+/* copies: enough slots to exceed l2_multiple x L2, at least RN_MIN_COPIES. */
+int rn_layout_make(const pk_problem *p, const pk_problem_sizes *sz, size_t l2_bytes,
+                   rn_layout *out);
+/* One line naming the violated zone: the argument, the side and the offsets. */
+void rn_guard_describe(const pk_problem *p, const rn_layout *lay, const rn_guard_hit *hit, int rank,
+                       char *out, size_t cap);
+
+/* The secret plan of one step, the same on every rank: how many trials, warm-up and timed
+ * calls, which slot each call uses and which timed calls are verified. */
+typedef struct rn_block_plan {
+    int n;
+    unsigned char slot[RN_MAX_TIMED_ITERS];
+    short verify[RN_MAX_TIMED_ITERS]; /* -1, or the call's snapshot index */
+    int n_verified;
+} rn_block_plan;
+
+typedef struct rn_plan {
+    int trials;
+    unsigned char trial_slot[PK_EVAL_MAX_TRIALS + 1]; /* the last: the post-timing check */
+    int warmup_iters;
+    unsigned char warm_slot[RN_MAX_WARM_ITERS];
+    rn_block_plan block[2][RN_BLOCKS]; /* [candidate, reference][block] */
+    uint64_t guard_seed, sample_key;
+} rn_plan;
+
+/* Jitter: trials base..base+2, warm-up and timed calls x [1, 1.25]; each timed call verified
+ * with probability 1/4, plus the last call on every slot of every candidate block. */
+void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int copies,
+                  rn_plan *out);
 
 /* Progress markers: what each rank is doing, read by the harness after a timeout. */
 void rn_progress(const char *dir, int rank, const char *state, int trial);
@@ -111,12 +194,84 @@ typedef struct rn_report {
     pk_timing candidate, reference;
     int unsynchronized;
     char unsync_detail[256];
+    int guard_violation; /* a write outside an argument */
+    char guard_detail[256];
+    int timed_wrong;           /* a verified timed call (or the post-timing call) was wrong */
+    int timed_inputs_modified; /* a verified timed call changed its inputs */
+    int verified_calls;        /* timed calls verified, for the record (not for feedback) */
 } rn_report;
 
 int rn_report_write(const char *path, const rn_report *r);
 
+/* The state of one rank's job, shared by the trial and timing code. */
+typedef struct rank_state {
+    const rn_opts *o;
+    rn_group *g;
+    rn_backend b;
+    pk_ctx ctx;
+    pk_problem *p;
+    pk_problem_sizes sz;
+    rn_gen gen[PK_MAX_ARGS];
+    void *mod_handle, *cand_handle;
+    const pk_problem_module *mod;
+    void *cand_fn;
+    int (*init_fn)(const pk_ctx *);
+    int (*fini_fn)(const pk_ctx *);
+    rn_layout lay;
+    rn_plan plan;
+    rn_zone *zones_dev; /* the zone table where check_guards reads it (device on GPUs) */
+    void *ref_out[PK_MAX_ARGS], *pristine[PK_MAX_ARGS], *snap[PK_MAX_ARGS];
+    /* Timed-call verification: sample positions per argument, and per call the samples of
+     * every argument (verified calls into snaps, the others into discard). */
+    uint64_t *pos[PK_MAX_ARGS];
+    size_t n_samples[PK_MAX_ARGS], sample_off[PK_MAX_ARGS], sample_bytes;
+    void *snaps, *discard, *check_buf;
+    int next_key;                /* call key of the next regeneration */
+    int slot_key[RN_MAX_COPIES]; /* key of the inputs each slot holds */
+    int verified_key[RN_MAX_VERIFIED];
+    unsigned char verified_slot[RN_MAX_VERIFIED];
+} rank_state;
+
+/* What each rank tells the others after a step. */
+typedef struct rank_step {
+    int failed; /* runtime failure on this rank */
+    char msg[400];
+    int inputs_modified;
+    double max_abs, max_rel;
+    int mismatch;
+    char arg[32];
+    long long index;
+    double expected, got;
+    int unsynchronized;
+    int guard_bad;
+    char guard_detail[256];
+    int timed_wrong, timed_inputs_modified;
+    double init_ms, arena_ms;
+} rank_step;
+
+/* rank.c pieces the timing code uses. */
+void *rn_arg_ptr(rank_state *rs, int slot, int i);
+void rn_make_call(rank_state *rs, int slot, int ref_outputs, pk_problem_call *c);
+int rn_call_candidate(rank_state *rs, const pk_problem_call *c);
+int rn_fail(rank_step *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Fresh inputs of call key `key` in `slot` (harness stream, waits). */
+int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st);
+/* Checks every guard zone; a violation goes into st. */
+int rn_check_guards(rank_state *rs, rank_step *st);
+/* One full correctness trial on fresh inputs of `key` in `slot`. */
+int rn_check_trial(rank_state *rs, int key, int slot, rank_step *st);
+
 /* The rank's whole job: load, set up, trials, timing. Returns the process exit code. */
-int rn_rank_main(const rn_opts *o, rn_group *g);
+int rn_rank_main(rn_opts *o, rn_group *g);
+/* Reads the secret seed from o->seed_file (if set) into o->seed. */
+int rn_read_seed(rn_opts *o);
+
+/* --dump: one trial's inputs and reference outputs on this rank; rank 0 also writes the
+ * manifest. */
+int rn_dump_trial(rank_state *rs, int trial, rank_step *st);
+
+/* Warm-up and the timed blocks of both sides, with the timed calls' verification. */
+int rn_time_both(rank_state *rs, rn_report *rep, rank_step *st);
 
 void rn_timing_stats(const double *us, int n, pk_timing *out);
 

@@ -2,6 +2,7 @@
  * submission locally and prints the feedback and the result. */
 #include "pk_cli_load.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@ static void usage(FILE *f) {
             "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
             "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
-            "                   [--baseline-us US] [--no-warm]\n\n"
+            "                   [--baseline-us US] [--no-warm] [--dump DIR]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
@@ -19,6 +20,8 @@ static void usage(FILE *f) {
             "--baseline-us uses a cached reference time instead of timing the reference.\n"
             "The run sandbox is started during the compile (ranks set up devices and\n"
             "communicators, then wait for the compiled object); --no-warm starts it after.\n"
+            "--dump DIR writes every trial's inputs and reference outputs, per rank, as raw\n"
+            "little-endian arrays with DIR/manifest.json (for bench/pkb-crosscheck).\n"
             "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
             "failed, 2 on bad usage.\n");
 }
@@ -71,7 +74,8 @@ static void print_feedback(const pk_eval_result *r) {
 }
 
 int pk_cmd_check(int argc, char **argv) {
-    const char *id = NULL, *file = NULL;
+    const char *id = NULL, *file = NULL, *dump = NULL;
+    char dump_abs[PATH_MAX];
     int json = 0;
     pk_eval_opts o;
     pk_eval_opts_default(&o);
@@ -102,6 +106,8 @@ int pk_cmd_check(int argc, char **argv) {
             o.world_size = atoi(argv[++i]);
         } else if (!strcmp(a, "--seed") && v) {
             o.seed = strtoull(argv[++i], NULL, 0);
+        } else if (!strcmp(a, "--dump") && v) {
+            dump = argv[++i];
         } else if (!strcmp(a, "--launcher") && v) {
             o.launcher = argv[++i];
         } else if (!strcmp(a, "--gpus") && v) {
@@ -119,6 +125,14 @@ int pk_cmd_check(int argc, char **argv) {
     if (!id || (!file && !o.reference_as_candidate)) {
         usage(stderr);
         return 2;
+    }
+    if (dump) {
+        pk_error derr;
+        if (pk_mkdir_p(dump, &derr) || !realpath(dump, dump_abs)) {
+            fprintf(stderr, "pkgym check: cannot create the dump directory %s\n", dump);
+            return 1;
+        }
+        o.dump_dir = dump_abs;
     }
     pk_problem_set *set;
     if (pk_cli_load_problems(&set))

@@ -107,6 +107,8 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err) {
 int pk_job_check_symbols(pk_job *job, pk_eval_result *res, pk_error *err) {
     double t0 = pk_now_ms();
     int rc = pk_elf_check(job->so_path, job->p, res, err);
+    if (rc == PK_OK)
+        rc = pk_elf_scan_syscalls(job->so_path, res, err);
     res->stages.symbols_ms = pk_now_ms() - t0;
     if (rc)
         return rc;

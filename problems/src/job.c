@@ -57,8 +57,11 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
         snprintf(def_root, sizeof def_root, "%s/pkgym-jobs", tmp && *tmp ? tmp : "/tmp");
         root = def_root;
     }
+    uint32_t tag; /* unique among servers sharing the root; not derived from the secret seed */
+    if (getrandom(&tag, sizeof tag, 0) != sizeof tag)
+        tag = (uint32_t)pk_now_ns();
     snprintf(job->dir, sizeof job->dir, "%s/job-%d-%u-%08x", root, (int)getpid(),
-             atomic_fetch_add(&job_counter, 1), (unsigned)(job->seed & 0xffffffffu));
+             atomic_fetch_add(&job_counter, 1), (unsigned)tag);
     snprintf(job->src_path, sizeof job->src_path, "%s/candidate.cu", job->dir);
     snprintf(job->so_path, sizeof job->so_path, "%s/candidate.so", job->dir);
     snprintf(job->result_path, sizeof job->result_path, "%s/result.msgpack", job->dir);

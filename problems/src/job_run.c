@@ -26,13 +26,29 @@ static int check_run_args(pk_job *job, int n_gpus, const char **launcher, pk_err
     return PK_OK;
 }
 
-static void build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
-                         pk_job_launch *l) {
+/* The secret seed goes to the runner in a file it reads and removes before any candidate code
+ * is loaded: on the command line it would sit in the process's memory as argv. */
+static int write_seed(const pk_job *job, pk_job_launch *l, pk_error *err) {
+    char text[24];
+    int n = snprintf(text, sizeof text, "%llu", (unsigned long long)job->seed);
+    snprintf(l->seed_path, sizeof l->seed_path, "%s/seed", job->dir);
+    int fd = open(l->seed_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return pk_error_errno(err, PK_ERR_IO, "cannot write %s", l->seed_path);
+    int ok = write(fd, text, (size_t)n) == n;
+    close(fd);
+    return ok ? PK_OK : pk_error_errno(err, PK_ERR_IO, "cannot write %s", l->seed_path);
+}
+
+static int build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
+                        pk_job_launch *l, pk_error *err) {
     const pk_problem *p = job->p;
     memset(l, 0, sizeof *l);
     snprintf(l->world, sizeof l->world, "%d", job->world);
     snprintf(l->trials, sizeof l->trials, "%d", job->trials);
-    snprintf(l->seed, sizeof l->seed, "%llu", (unsigned long long)job->seed);
+    int rc = write_seed(job, l, err);
+    if (rc)
+        return rc;
     snprintf(l->module_arg, sizeof l->module_arg, "%s", p->module_path ? p->module_path : "");
     int n = 0;
     if (!strcmp(launcher, "mpi")) {
@@ -41,9 +57,9 @@ static void build_launch(pk_job *job, const char *launcher, const int *gpus, int
             l->argv[n++] = (char *)mpi[i];
     }
     const char *args[] = {
-        job->paths.runner, "--problem-dir",  p->dir,        "--suite",    p->suite, "--name",
-        p->name,           "--module",       l->module_arg, "--seed",     l->seed,  "--trials",
-        l->trials,         "--world",        l->world,      "--launcher", launcher, "--out",
+        job->paths.runner, "--problem-dir",  p->dir,        "--suite",     p->suite,     "--name",
+        p->name,           "--module",       l->module_arg, "--seed-file", l->seed_path, "--trials",
+        l->trials,         "--world",        l->world,      "--launcher",  launcher,     "--out",
         job->result_path,  "--progress-dir", job->dir};
     for (size_t i = 0; i < sizeof args / sizeof *args; i++)
         l->argv[n++] = (char *)args[i];
@@ -59,12 +75,19 @@ static void build_launch(pk_job *job, const char *launcher, const int *gpus, int
         l->argv[n++] = "--skip-reference-timing";
     if (warm)
         l->argv[n++] = "--wait-go";
+    if (job->opts.dump_dir) {
+        l->argv[n++] = "--dump";
+        l->argv[n++] = (char *)job->opts.dump_dir;
+    }
     l->argv[n] = NULL;
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
      * NCCL_SOCKET_IFNAME=lo, NCCL_NVLS_ENABLE=0, Open MPI as root without CMA) plus ours. */
     const char *env_add[] = {"NCCL_NVLS_ENABLE=0", "NCCL_SOCKET_IFNAME=lo",
                              "OMPI_MCA_btl=self,vader",
+                             /* one-sided MPI: osc/rdma needs the single-copy mechanism the
+                              * sandbox turns off; Open MPI 4's pt2pt works without it */
+                             "OMPI_MCA_osc=^rdma",
                              /* mpirun needs an rsh agent to exist even for local ranks */
                              "OMPI_MCA_plm_rsh_agent=false", "ASAN_OPTIONS=detect_leaks=0",
                              /* host jobs see no /sys: hwloc would warn on every rank */
@@ -87,6 +110,10 @@ static void build_launch(pk_job *job, const char *launcher, const int *gpus, int
     so->env_add = l->env_add;
     so->ro = job->ro;
     so->n_ro = job->n_ro;
+    if (job->opts.dump_dir) { /* the only host path a run may write, and only when asked */
+        so->rw = &job->opts.dump_dir;
+        so->n_rw = 1;
+    }
     so->output_cap = 16 * 1024;
     so->n_gpus = 0;
     if (p->device_gpu) {
@@ -95,6 +122,7 @@ static void build_launch(pk_job *job, const char *launcher, const int *gpus, int
         so->gpus = l->gpus;
         so->n_gpus = job->world;
     }
+    return PK_OK;
 }
 
 static int run_timeout_ms(const pk_job *job) {
@@ -140,7 +168,11 @@ int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
     pk_job_warm_state *w = calloc(1, sizeof *w);
     if (!w)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    build_launch(job, launcher, gpus, n_gpus, 1, &w->launch);
+    rc = build_launch(job, launcher, gpus, n_gpus, 1, &w->launch, err);
+    if (rc) {
+        free(w);
+        return rc;
+    }
     w->launch.so.deadline_ms = &w->deadline;
     w->t_start = pk_now_ms();
     if (pthread_create(&w->thread, NULL, warm_main, w) != 0) {
@@ -225,7 +257,11 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     pk_job_launch *l = malloc(sizeof *l);
     if (!l)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    build_launch(job, launcher, gpus, n_gpus, 0, l);
+    rc = build_launch(job, launcher, gpus, n_gpus, 0, l, err);
+    if (rc) {
+        free(l);
+        return rc;
+    }
     pk_sandbox_result sr;
     rc = pk_harness_spawn(&l->so, l->argv, &sr, err);
     free(l);

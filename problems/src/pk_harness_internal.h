@@ -13,6 +13,8 @@
  * res->status (format_error or rejected with res->rule). Returns non-zero only if the file
  * could not be read as ELF. */
 int pk_elf_check(const char *so_path, const pk_problem *p, pk_eval_result *res, pk_error *err);
+/* Scans the executable sections for syscall, sysenter and int 0x80 (rule raw_syscall). */
+int pk_elf_scan_syscalls(const char *so_path, pk_eval_result *res, pk_error *err);
 /* Shell-style pattern with a trailing '*' wildcard. */
 int pk_symbol_matches(const char *pattern, const char *name);
 
@@ -40,7 +42,8 @@ void pk_harness_paths_get(pk_harness_paths *out);
 /* What the runner reported, beyond the trials and timings it writes straight into res. */
 typedef struct pk_run_report {
     int ok, error_rank, timed, unsynchronized;
-    char error[512], unsync_detail[256], gpu_name[64];
+    int guard_violation, timed_wrong, timed_inputs_modified, verified_calls;
+    char error[512], unsync_detail[256], gpu_name[64], guard_detail[256];
     double setup_ms, check_ms, timing_ms, init_ms, arena_ms;
 } pk_run_report;
 

@@ -9,7 +9,7 @@
 /* Everything one run of pk-runner needs, kept in the job so that a warm run's background
  * thread can use it. */
 typedef struct pk_job_launch {
-    char world[8], trials[8], seed[24], module_arg[600], nccl_debug[64];
+    char world[8], trials[8], seed_path[660], module_arg[600], nccl_debug[64];
     char *argv[48];
     const char *env_add[12];
     int gpus[PK_MAX_RANKS];

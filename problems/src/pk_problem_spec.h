@@ -14,12 +14,29 @@ extern "C" {
 
 typedef enum pk_arg_check { PK_CHECK_ALL = 0, PK_CHECK_ROOT, PK_CHECK_NONE } pk_arg_check;
 
+/* How an input argument's values are drawn (meta.json "gen"). */
+typedef enum pk_gen_kind {
+    PK_GEN_NORMAL = 0, /* normal(mean, std): the default for floating-point arguments */
+    PK_GEN_UNIFORM,    /* uniform(lo, hi) */
+    PK_GEN_LATTICE,    /* k/16 for k in [-16, 16] (integers: k): sums stay exact */
+    PK_GEN_INT,        /* int(lo, hi): integers in [lo, hi]; the default for integer arguments */
+    PK_GEN_INDEX,      /* index(n): valid indices in [0, n) */
+} pk_gen_kind;
+
+typedef struct pk_gen_spec {
+    pk_gen_kind kind;
+    double a, b;         /* normal: mean, std; uniform: lo, hi */
+    char lo[64], hi[64]; /* int: [lo, hi]; index: hi; expressions over dims and world */
+} pk_gen_spec;
+
 typedef struct pk_arg_spec {
     char name[32];
     pk_dtype dtype;
     pk_arg_role role;
     char count[128]; /* expression over dims and world */
     pk_arg_check check;
+    pk_gen_spec gen;   /* inputs and inouts */
+    double atol, rtol; /* outputs: this argument's tolerance; < 0: the problem's */
 } pk_arg_spec;
 
 typedef struct pk_phase_spec {
@@ -61,6 +78,7 @@ typedef struct pk_problem_sizes {
     int world;
     long long dims[PK_MAX_DIMS];
     size_t counts[PK_MAX_ARGS];
+    long long gen_lo[PK_MAX_ARGS], gen_hi[PK_MAX_ARGS]; /* int and index generators */
     double flops[PK_SPEC_MAX_PHASES], hbm_bytes[PK_SPEC_MAX_PHASES],
         nvlink_bytes[PK_SPEC_MAX_PHASES];
 } pk_problem_sizes;
@@ -78,6 +96,14 @@ const char *pk_dtype_name(pk_dtype t);
 int pk_dtype_from_name(const char *name); /* -1 if unknown */
 /* Default tolerances per dtype (used when meta.json has none). */
 void pk_dtype_tolerance(pk_dtype t, double *atol, double *rtol);
+/* The tolerance that applies to argument i: its own, else the problem's, else its dtype's. */
+void pk_arg_tolerance(const pk_problem *p, int i, double *atol, double *rtol);
+/* Parses a generator ("normal(0, 1)", "uniform(-1, 1)", "lattice", "int(0, 9)", "index(n)").
+ * Integer kinds need integer dtypes and floating kinds floating ones. */
+int pk_gen_parse(const char *text, pk_dtype dtype, pk_gen_spec *out, pk_error *err);
+/* The default generator of a dtype: normal(0, 1) for floats, int(-16, 16) for integers. */
+void pk_gen_default(pk_dtype dtype, pk_gen_spec *out);
+int pk_dtype_is_integer(pk_dtype t);
 
 #ifdef __cplusplus
 }

@@ -88,6 +88,37 @@ static int get_list(loader *ld, json_t *o, const char *key, pk_string_list *out)
     return PK_OK;
 }
 
+/* Reads a "tolerance": {"atol": x, "rtol": y} object into atol/rtol (left alone if absent). */
+static int load_tolerance(loader *ld, json_t *o, const char *field, double *atol, double *rtol) {
+    json_t *tol = json_object_get(o, "tolerance");
+    if (!tol)
+        return PK_OK;
+    json_t *a = json_object_get(tol, "atol"), *r = json_object_get(tol, "rtol");
+    if (!json_is_number(a) || !json_is_number(r) || json_number_value(a) < 0 ||
+        json_number_value(r) < 0)
+        return bad(ld, field, "needs non-negative numbers atol and rtol");
+    *atol = json_number_value(a);
+    *rtol = json_number_value(r);
+    return PK_OK;
+}
+
+/* An argument's generator (inputs) and tolerance (outputs). */
+static int load_arg_extras(loader *ld, json_t *a, pk_arg_spec *s) {
+    char gen[160];
+    s->atol = s->rtol = -1;
+    if (copy_string(ld, a, "gen", gen, sizeof gen, 0) ||
+        load_tolerance(ld, a, "args.tolerance", &s->atol, &s->rtol))
+        return PK_ERR_INVALID;
+    if (!gen[0]) {
+        pk_gen_default(s->dtype, &s->gen);
+        return PK_OK;
+    }
+    pk_error e;
+    if (pk_gen_parse(gen, s->dtype, &s->gen, &e))
+        return bad(ld, "args.gen", e.message);
+    return PK_OK;
+}
+
 static int load_args(loader *ld, json_t *root, pk_problem *p) {
     json_t *args = json_object_get(root, "args");
     if (!json_is_array(args) || json_array_size(args) == 0)
@@ -121,6 +152,8 @@ static int load_args(loader *ld, json_t *root, pk_problem *p) {
             return bad(ld, "args.role", "must be input, output or inout");
         if (!s->count[0])
             return bad(ld, "args.count", "missing");
+        if (load_arg_extras(ld, a, s))
+            return PK_ERR_INVALID;
         if (!check[0] || strcmp(check, "all") == 0)
             s->check = s->role == PK_ARG_INPUT ? PK_CHECK_NONE : PK_CHECK_ALL;
         else if (strcmp(check, "root") == 0)
@@ -225,15 +258,9 @@ static int load_fields(loader *ld, json_t *root, pk_problem *p) {
     if (get_int(ld, root, "trials", 5, 1, 32, &v))
         return PK_ERR_INVALID;
     p->trials = (int)v;
-    json_t *tol = json_object_get(root, "tolerance");
     p->atol = p->rtol = -1;
-    if (tol) {
-        json_t *a = json_object_get(tol, "atol"), *r = json_object_get(tol, "rtol");
-        if (!json_is_number(a) || !json_is_number(r))
-            return bad(ld, "tolerance", "needs numbers atol and rtol");
-        p->atol = json_number_value(a);
-        p->rtol = json_number_value(r);
-    }
+    if (load_tolerance(ld, root, "tolerance", &p->atol, &p->rtol))
+        return PK_ERR_INVALID;
     json_t *timing = json_object_get(root, "timing");
     loader tl = {ld->file, ld->err};
     long long wi, wm, it;

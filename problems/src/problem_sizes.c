@@ -35,6 +35,16 @@ int pk_problem_sizes_at(const pk_problem *p, int world, pk_problem_sizes *out, p
             return pk_error_set(err, PK_ERR_INVALID, "%s: arg %s has a negative count", p->id,
                                 p->args[i].name);
         out->counts[i] = (size_t)c;
+        const pk_gen_spec *g = &p->args[i].gen;
+        if (g->kind != PK_GEN_INT && g->kind != PK_GEN_INDEX)
+            continue;
+        if (pk_expr_eval(g->lo, names, vals, n, &out->gen_lo[i], err) ||
+            pk_expr_eval(g->hi, names, vals, n, &out->gen_hi[i], err))
+            return PK_ERR_INVALID;
+        long long span_hi = g->kind == PK_GEN_INDEX ? out->gen_hi[i] - 1 : out->gen_hi[i];
+        if (span_hi < out->gen_lo[i])
+            return pk_error_set(err, PK_ERR_INVALID, "%s: arg %s: generator range is empty", p->id,
+                                p->args[i].name);
     }
     for (int i = 0; i < p->n_phases; i++) {
         const pk_phase_spec *ph = &p->phases[i];

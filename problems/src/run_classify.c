@@ -73,6 +73,35 @@ static void classify_trials(pk_eval_result *res) {
     res->status = PK_STATUS_CORRECT;
 }
 
+/* A write outside an argument (a guard zone changed) makes the step incorrect; returns 1 then. */
+static int classify_guards(const pk_run_report *rep, pk_eval_result *res) {
+    pk_eval_result_add_check(res, "memory.guard_zones", !rep->guard_violation, "%s",
+                             rep->guard_violation ? rep->guard_detail : "untouched");
+    if (!rep->guard_violation)
+        return 0;
+    if (res->status == PK_STATUS_CORRECT) {
+        res->status = PK_STATUS_INCORRECT;
+        snprintf(res->reason, sizeof res->reason, "wrote outside its arguments: %s",
+                 rep->guard_detail);
+    }
+    return 1;
+}
+
+/* Outputs of timed calls are verified too (problems/runner/timing.c). The feedback says only
+ * that a timed call was wrong: which calls are verified stays secret. Returns 1 when wrong. */
+static int classify_timed_calls(const pk_run_report *rep, pk_eval_result *res) {
+    const char *what = rep->timed_wrong             ? "a timed call's output was wrong"
+                       : rep->timed_inputs_modified ? "a timed call modified its inputs"
+                                                    : NULL;
+    pk_eval_result_add_check(res, "timing.outputs_verified", what == NULL, "%s",
+                             what ? what : "ok");
+    if (!what)
+        return 0;
+    res->status = PK_STATUS_INCORRECT;
+    snprintf(res->reason, sizeof res->reason, "%s", what);
+    return 1;
+}
+
 static void check_timing(const pk_job *job, const pk_run_report *rep, pk_eval_result *res) {
     res->has_timing = 1;
     double base = job->opts.baseline_us > 0 ? job->opts.baseline_us : res->reference.median_us;
@@ -170,7 +199,9 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         return PK_OK;
     }
     classify_trials(res);
-    if (res->status == PK_STATUS_CORRECT && rep.timed)
+    if (classify_guards(&rep, res) || !rep.timed || res->status != PK_STATUS_CORRECT)
+        return PK_OK;
+    if (!classify_timed_calls(&rep, res))
         check_timing(job, &rep, res);
     return PK_OK;
 }

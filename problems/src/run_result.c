@@ -96,6 +96,11 @@ int pk_run_result_read(const char *path, pk_eval_result *res, pk_run_report *rep
     rep->unsynchronized = num(m, "unsynchronized") != 0;
     str(m, "error", rep->error, sizeof rep->error);
     str(m, "unsync_detail", rep->unsync_detail, sizeof rep->unsync_detail);
+    rep->guard_violation = num(m, "guard_violation") != 0;
+    str(m, "guard_detail", rep->guard_detail, sizeof rep->guard_detail);
+    rep->timed_wrong = num(m, "timed_wrong") != 0;
+    rep->timed_inputs_modified = num(m, "timed_inputs_modified") != 0;
+    rep->verified_calls = (int)num(m, "verified_calls");
     str(m, "gpu_name", rep->gpu_name, sizeof rep->gpu_name);
     rep->setup_ms = num(m, "setup_ms");
     rep->check_ms = num(m, "check_ms");

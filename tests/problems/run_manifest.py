@@ -7,7 +7,7 @@ usage: run_manifest.py (--host | --gpu) [manifest...]
 Manifest: {"problem": ID, "solutions": [entry...]} or {FILE: entry...} (problem taken from
 the directory). Entry keys: file, status (a name or a list of accepted names), and optionally
 rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
-world_size, trials, run_timeout_ms, gpus, skip_timing.
+reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing.
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
 """
 import concurrent.futures
@@ -62,6 +62,8 @@ def run_one(problem, sol_dir, entry):
         failing = [i for i, t in enumerate(res["trials"]) if not t["passed"]]
         if failing[:1] != [entry["failing_trial"]]:
             errors.append("first failing trial %s, expected %d" % (failing[:1], entry["failing_trial"]))
+    if "reason_contains" in entry and entry["reason_contains"] not in res["reason"]:
+        errors.append("reason %r lacks %r" % (res["reason"], entry["reason_contains"]))
     if "stdout_contains" in entry and entry["stdout_contains"] not in (res["stdout_tail"] or ""):
         errors.append("stdout tail lacks %r" % entry["stdout_contains"])
     if res["status"] == "correct" and not (res["trials"] and all(t["passed"] for t in res["trials"])):

@@ -170,6 +170,47 @@ static void elf_reports_non_elf_files(void **state) {
     assert_int_not_equal(pk_elf_check("/nonexistent.so", &problem, &r, &err), PK_OK);
 }
 
+static pk_eval_result scan(const char *fixture) {
+    pk_eval_result r;
+    pk_eval_result_init(&r);
+    r.status = PK_STATUS_CORRECT;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.so", PK_FIXTURE_DIR, fixture);
+    pk_error err;
+    assert_int_equal(pk_elf_scan_syscalls(path, &r, &err), PK_OK);
+    return r;
+}
+
+/* syscall, sysenter and int 0x80 in host code are rejected, naming the instruction and where;
+ * objects without them pass (every ELF fixture here, and the symbol-clean ones above). */
+static void elf_rejects_raw_syscalls(void **state) {
+    (void)state;
+    const char *bad[][2] = {
+        {"fx_syscall", "`syscall`"}, {"fx_sysenter", "`sysenter`"}, {"fx_int80", "`int 0x80`"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        pk_eval_result r = scan(bad[i][0]);
+        assert_int_equal(r.status, PK_STATUS_REJECTED);
+        assert_string_equal(r.rule, "raw_syscall");
+        assert_non_null(strstr(r.reason, bad[i][1]));
+        assert_non_null(strstr(r.reason, ".text+0x"));
+        assert_int_equal(r.n_checks, 1);
+        assert_false(r.checks[0].passed);
+        /* The symbol checks alone would have let it through. */
+        r = check(bad[i][0]);
+        assert_int_equal(r.status, PK_STATUS_CORRECT);
+    }
+    const char *good[] = {"fx_ok", "fx_interpose", "fx_forbidden", "fx_unknown", "fx_noentry"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        pk_eval_result r = scan(good[i]);
+        assert_int_equal(r.status, PK_STATUS_CORRECT);
+        assert_true(r.checks[0].passed);
+    }
+    pk_eval_result r;
+    pk_eval_result_init(&r);
+    pk_error err;
+    assert_int_not_equal(pk_elf_scan_syscalls(PK_PROBLEMS_SRC "/hardware.json", &r, &err), PK_OK);
+}
+
 static void symbol_patterns(void **state) {
     (void)state;
     assert_true(pk_symbol_matches("nccl*", "ncclAllReduce"));
@@ -211,6 +252,7 @@ int main(void) {
         cmocka_unit_test_setup(elf_rejects_unlisted_symbols, elf_setup),
         cmocka_unit_test_setup(elf_requires_the_entry_point, elf_setup),
         cmocka_unit_test_setup(elf_reports_non_elf_files, elf_setup),
+        cmocka_unit_test_setup(elf_rejects_raw_syscalls, elf_setup),
         cmocka_unit_test(symbol_patterns),
         cmocka_unit_test(roofline_floor),
     };

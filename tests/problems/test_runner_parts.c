@@ -1,4 +1,4 @@
-/* Pieces of pk-runner that need no processes: timing statistics, the input generator, the
+/* Pieces of pk-runner that need no processes: timing statistics, the input generators, the
  * host backend's poisoning and comparison. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +29,9 @@ static void timing_statistics(void **state) {
     assert_true(t.cv == 0);
 }
 
+static const rn_gen lattice = {PK_GEN_LATTICE, 0, 0, 0, 0};
+static const rn_gen normal01 = {PK_GEN_NORMAL, 0, 1, 0, 0};
+
 static void generator_is_deterministic_and_exact(void **state) {
     (void)state;
     rn_backend b;
@@ -36,10 +39,10 @@ static void generator_is_deterministic_and_exact(void **state) {
     memset(&ctx, 0, sizeof ctx);
     assert_int_equal(rn_backend_host_init(&b, &ctx), 0);
     float a[4096], again[4096], other_rank[4096], other_trial[4096];
-    b.generate(&b, a, PK_DTYPE_F32, 4096, rn_stream_key(42, 0, 0, 0));
-    b.generate(&b, again, PK_DTYPE_F32, 4096, rn_stream_key(42, 0, 0, 0));
-    b.generate(&b, other_rank, PK_DTYPE_F32, 4096, rn_stream_key(42, 0, 1, 0));
-    b.generate(&b, other_trial, PK_DTYPE_F32, 4096, rn_stream_key(42, 1, 0, 0));
+    b.generate(&b, a, PK_DTYPE_F32, 4096, rn_stream_key(42, 0, 0, 0), &lattice);
+    b.generate(&b, again, PK_DTYPE_F32, 4096, rn_stream_key(42, 0, 0, 0), &lattice);
+    b.generate(&b, other_rank, PK_DTYPE_F32, 4096, rn_stream_key(42, 0, 1, 0), &lattice);
+    b.generate(&b, other_trial, PK_DTYPE_F32, 4096, rn_stream_key(42, 1, 0, 0), &lattice);
     assert_memory_equal(a, again, sizeof a);
     assert_memory_not_equal(a, other_rank, sizeof a);
     assert_memory_not_equal(a, other_trial, sizeof a);
@@ -79,9 +82,9 @@ static void poison_and_compare(void **state) {
     b.poison(&b, ints, PK_DTYPE_I32, 4);
     assert_int_equal(ints[3], 0x7f7f7f7f);
     uint16_t bf[4];
-    b.generate(&b, bf, PK_DTYPE_BF16, 4, 7);
+    b.generate(&b, bf, PK_DTYPE_BF16, 4, 7, &lattice);
     float asf[4];
-    b.generate(&b, asf, PK_DTYPE_F32, 4, 7);
+    b.generate(&b, asf, PK_DTYPE_F32, 4, 7, &lattice);
     b.compare(&b, bf, asf, PK_DTYPE_BF16, 0, 0, 0, &c); /* zero elements: nothing to fail */
     assert_int_equal(c.bad_index, -1);
     for (int i = 0; i < 4; i++) { /* bf16 holds the generator's values exactly */
@@ -92,11 +95,98 @@ static void poison_and_compare(void **state) {
     }
 }
 
+/* normal(0, 1) uses the full mantissa (unlike the lattice) and has the right moments. */
+static void normal_generator_moments(void **state) {
+    (void)state;
+    rn_backend b;
+    pk_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    rn_backend_host_init(&b, &ctx);
+    enum { N = 200000 };
+    static float x[N];
+    b.generate(&b, x, PK_DTYPE_F32, N, rn_stream_key(7, 0, 0, 0), &normal01);
+    double sum = 0, sq = 0;
+    int off_lattice = 0;
+    for (int i = 0; i < N; i++) {
+        sum += x[i];
+        sq += (double)x[i] * x[i];
+        off_lattice += x[i] * 16 != floorf(x[i] * 16);
+    }
+    double mean = sum / N, var = sq / N - mean * mean;
+    assert_true(fabs(mean) < 0.01);
+    assert_true(fabs(var - 1) < 0.02);
+    assert_true(off_lattice > N * 9 / 10);
+    rn_gen shifted = {PK_GEN_NORMAL, 5, 0.5, 0, 0}, unif = {PK_GEN_UNIFORM, -2, 3, 0, 0};
+    b.generate(&b, x, PK_DTYPE_F32, N, 11, &shifted);
+    sum = 0;
+    for (int i = 0; i < N; i++)
+        sum += x[i];
+    assert_true(fabs(sum / N - 5) < 0.01);
+    b.generate(&b, x, PK_DTYPE_F32, N, 12, &unif);
+    float lo = 1e9f, hi = -1e9f;
+    for (int i = 0; i < N; i++) {
+        lo = fminf(lo, x[i]);
+        hi = fmaxf(hi, x[i]);
+    }
+    assert_true(lo >= -2 && lo < -1.99f && hi <= 3 && hi > 2.99f);
+}
+
+static void integer_and_index_generators(void **state) {
+    (void)state;
+    rn_backend b;
+    pk_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    rn_backend_host_init(&b, &ctx);
+    int64_t idx[5000];
+    int32_t ints[5000];
+    rn_gen index = {PK_GEN_INDEX, 0, 0, 0, 37}, range = {PK_GEN_INT, 0, 0, -3, 4};
+    b.generate(&b, idx, PK_DTYPE_I64, 5000, 3, &index);
+    b.generate(&b, ints, PK_DTYPE_I32, 5000, 4, &range);
+    int seen_top = 0, seen_lo = 0, seen_hi = 0;
+    for (int i = 0; i < 5000; i++) {
+        assert_true(idx[i] >= 0 && idx[i] < 37);
+        assert_true(ints[i] >= -3 && ints[i] <= 4);
+        seen_top |= idx[i] == 36;
+        seen_lo |= ints[i] == -3;
+        seen_hi |= ints[i] == 4;
+    }
+    assert_true(seen_top && seen_lo && seen_hi);
+}
+
+/* Sample positions and gather: every element when the argument is small, else in range. */
+static void samples_and_gather(void **state) {
+    (void)state;
+    rn_backend b;
+    pk_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    rn_backend_host_init(&b, &ctx);
+    uint64_t pos[64];
+    b.sample_positions(&b, pos, 99, 10, 10);
+    for (uint64_t k = 0; k < 10; k++)
+        assert_true(pos[k] == k);
+    b.sample_positions(&b, pos, 99, 1000000, 64);
+    int distinct = 0;
+    for (int k = 0; k < 64; k++) {
+        assert_true(pos[k] < 1000000);
+        distinct += k == 0 || pos[k] != pos[k - 1];
+    }
+    assert_true(distinct > 60);
+    int32_t src[100], dst[4];
+    for (int i = 0; i < 100; i++)
+        src[i] = i * 3;
+    uint64_t p4[4] = {7, 0, 99, 7};
+    b.gather(&b, dst, src, 4, p4, 4);
+    assert_true(dst[0] == 21 && dst[1] == 0 && dst[2] == 297 && dst[3] == 21);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timing_statistics),
         cmocka_unit_test(generator_is_deterministic_and_exact),
         cmocka_unit_test(poison_and_compare),
+        cmocka_unit_test(normal_generator_moments),
+        cmocka_unit_test(integer_and_index_generators),
+        cmocka_unit_test(samples_and_gather),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 #!/bin/sh
-# Compiles the collectives problems' correct and wrong solutions with the harness's nvcc flags
-# (problems/src/compile.c) but host -O0, which changes no diagnostics and saves CI time, and
-# each problem.cu as a module unless the build already made it. No GPU needed.
-# PK_COLL_COMPILE_ALL=1 also compiles the hostile submissions.
+# Compiles every GPU problem's correct and wrong solutions (problems/*/*/ with "device": "gpu")
+# with the harness's nvcc flags (problems/src/compile.c) but host -O0, which changes no
+# diagnostics and saves CI time, and each problem.cu as a module unless the build already made
+# it. No GPU needed. PK_COLL_COMPILE_ALL=1 also compiles the hostile submissions.
 set -u
 : "${PK_SOURCE_DIR:?set by ctest}" "${PK_BUILD_DIR:?set by ctest}"
 NVCC=${PK_NVCC:-/usr/local/cuda/bin/nvcc}
@@ -10,14 +10,15 @@ if [ ! -x "$NVCC" ]; then
     echo "skipped: nvcc not found at $NVCC"
     exit 77
 fi
-SUITE="$PK_SOURCE_DIR/problems/collectives"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 # One line per job: kind<TAB>source. xargs runs two nvcc at a time (CI has 2 cores).
-for dir in "$SUITE"/*/; do
+for dir in "$PK_SOURCE_DIR"/problems/*/*/; do
+    grep -q '"device": *"gpu"' "$dir/meta.json" 2>/dev/null || continue
     id=$(basename "$dir")
-    if [ -z "$(find "$PK_BUILD_DIR" -name "pkprob_collectives_$id.so" -print -quit 2>/dev/null)" ]; then
+    suite=$(basename "$(dirname "$dir")")
+    if [ -z "$(find "$PK_BUILD_DIR" -name "pkprob_${suite}_$id.so" -print -quit 2>/dev/null)" ]; then
         printf 'module\t%s\n' "$dir/problem.cu"
     fi
     for f in "$dir"solutions/correct.cu "$dir"solutions/wrong.cu; do
@@ -57,5 +58,5 @@ tr '\t' '\n' <"$OUT/jobs" | xargs -n 2 -P 2 sh -c '
 
 total=$(wc -l <"$OUT/jobs")
 failed=$(find "$OUT" -name '*.failed' | wc -l)
-echo "compiled $((total - failed))/$total collectives sources"
+echo "compiled $((total - failed))/$total GPU problem sources"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,102 @@
+/* The secret plan of one step. Everything a candidate could use to tell a checked call from
+ * an unchecked one is drawn here from the step's secret seed: the number of trials, warm-up
+ * and timed calls, the slot every call uses, and which timed calls are verified. Every rank
+ * derives the same plan, so collective calls stay matched. */
+#include "pk_runner.h"
+
+#include <string.h>
+
+typedef struct rng {
+    uint64_t state;
+} rng;
+
+static uint64_t next(rng *r) {
+    r->state += 0x9e3779b97f4a7c15ULL;
+    return pk_splitmix64(r->state);
+}
+
+static int below(rng *r, int n) { /* uniform in [0, n) */
+    return n > 0 ? (int)(next(r) % (uint64_t)n) : 0;
+}
+
+/* n slots as concatenated random permutations of [0, copies), never the same slot twice in a
+ * row (so a call's data is never still in L2 from the previous call). */
+static void slot_order(rng *r, int copies, int n, unsigned char *out) {
+    unsigned char perm[RN_MAX_COPIES];
+    int filled = 0, last = -1;
+    while (filled < n) {
+        for (int i = 0; i < copies; i++)
+            perm[i] = (unsigned char)i;
+        for (int i = copies - 1; i > 0; i--) {
+            int j = below(r, i + 1);
+            unsigned char t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        if (copies > 1 && perm[0] == last) {
+            int j = 1 + below(r, copies - 1);
+            unsigned char t = perm[0];
+            perm[0] = perm[j];
+            perm[j] = t;
+        }
+        for (int i = 0; i < copies && filled < n; i++)
+            out[filled++] = perm[i];
+        last = out[filled - 1];
+    }
+}
+
+static int jitter(rng *r, int base, int cap) { /* base x [1, 1.25] */
+    int v = base + below(r, base / 4 + 1);
+    return v > cap ? cap : v;
+}
+
+static void plan_block(rng *r, int copies, int n, int verify, rn_block_plan *b) {
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    slot_order(r, copies, n, b->slot);
+    for (int i = 0; i < n; i++)
+        b->verify[i] = -1;
+    if (!verify)
+        return;
+    /* The last call on every slot first, then each other call with probability 1/4. */
+    int seen[RN_MAX_COPIES] = {0};
+    for (int i = n - 1; i >= 0; i--)
+        if (!seen[b->slot[i]]) {
+            seen[b->slot[i]] = 1;
+            b->verify[i] = 0;
+        }
+    for (int i = 0; i < n; i++)
+        if (b->verify[i] < 0 && below(r, 4) == 0)
+            b->verify[i] = 0;
+    for (int i = 0; i < n; i++) {
+        if (b->verify[i] < 0)
+            continue;
+        if (b->n_verified == RN_MAX_VERIFIED)
+            b->verify[i] = -1;
+        else
+            b->verify[i] = (short)b->n_verified++;
+    }
+}
+
+void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int copies,
+                  rn_plan *out) {
+    rng r = {rn_secret(seed, 0x706c616e)}; /* "plan" */
+    memset(out, 0, sizeof *out);
+    out->trials = base_trials + below(&r, 3);
+    if (out->trials > PK_EVAL_MAX_TRIALS)
+        out->trials = PK_EVAL_MAX_TRIALS;
+    for (int t = 0; t <= out->trials; t++)
+        out->trial_slot[t] = (unsigned char)below(&r, copies);
+    out->warmup_iters = warmup_iters ? jitter(&r, warmup_iters, RN_MAX_WARM_ITERS) : 0;
+    slot_order(&r, copies, out->warmup_iters, out->warm_slot);
+    int total = jitter(&r, iters, RN_MAX_TIMED_ITERS);
+    int blocks = total >= RN_BLOCKS ? RN_BLOCKS : 1;
+    /* The split between blocks is secret too. */
+    int first = blocks == 1 ? total : total / 2 - total / 8 + below(&r, total / 4 + 1);
+    for (int who = 0; who < 2; who++)
+        for (int blk = 0; blk < blocks; blk++)
+            plan_block(&r, copies, blk == 0 ? first : total - first, who == 0,
+                       &out->block[who][blk]);
+    out->guard_seed = rn_secret(seed, 0x6775617264); /* "guard" */
+    out->sample_key = rn_secret(seed, 0x73616d706c); /* "sampl" */
+}
