@@ -22,9 +22,20 @@ typedef struct pk_arg_spec {
     pk_arg_check check;
 } pk_arg_spec;
 
+/* The number format a roofline phase's math runs in; its flops count at that format's peak. */
+typedef enum pk_math_dtype {
+    PK_MATH_BF16 = 0, /* the default */
+    PK_MATH_FP16,
+    PK_MATH_FP8,
+    PK_MATH_TF32,
+    PK_MATH_FP32,
+    PK_MATH_COUNT
+} pk_math_dtype;
+
 typedef struct pk_phase_spec {
     char name[32];
     char flops[128], hbm_bytes[128], nvlink_bytes[128]; /* expressions; "" = 0 */
+    pk_math_dtype math;                                 /* "dtype" in meta.json */
 } pk_phase_spec;
 
 typedef struct pk_string_list {
@@ -78,6 +89,10 @@ const char *pk_dtype_name(pk_dtype t);
 int pk_dtype_from_name(const char *name); /* -1 if unknown */
 /* Default tolerances per dtype (used when meta.json has none). */
 void pk_dtype_tolerance(pk_dtype t, double *atol, double *rtol);
+
+/* Math dtypes by name: "bf16", "fp16", "fp8", "tf32", "fp32" (also "f16", "f32"). */
+const char *pk_math_dtype_name(pk_math_dtype t);
+int pk_math_dtype_from_name(const char *name); /* -1 if unknown */
 
 #ifdef __cplusplus
 }
