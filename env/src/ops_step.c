@@ -42,7 +42,7 @@ static json_t *timed_or_null(int timed, double v) {
     return timed ? json_real(v) : json_null();
 }
 
-static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
+static json_t *step_info_base(const pk_episode *e, const pk_eval_result *r) {
     int timed = r->has_timing && r->status == PK_STATUS_CORRECT;
     return json_pack("{s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o}", "turn", e->n_turns,
                      "status", pk_status_name(r->status), "correct", r->status == PK_STATUS_CORRECT,
@@ -51,6 +51,20 @@ static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
                      timed_or_null(r->has_timing, r->reference.median_us), "compile_ms",
                      r->stages.compile_ms, "run_ms", r->stages.run_ms, "checks", checks_json(r),
                      "returns", pk_returns_json(e));
+}
+
+/* With both rooflines of the problem on this GPU (docs/problems.md), null when it has none. */
+static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
+    json_t *info = step_info_base(e, r);
+    if (info) {
+        json_object_set_new(info, "roofline_floor_us",
+                            r->roofline_floor_us > 0 ? json_real(r->roofline_floor_us)
+                                                     : json_null());
+        json_object_set_new(info, "roofline_no_overlap_us",
+                            r->roofline_no_overlap_us > 0 ? json_real(r->roofline_no_overlap_us)
+                                                          : json_null());
+    }
+    return info;
 }
 
 /* Appends the finished turn to e; fills *score. */

@@ -80,8 +80,14 @@ typedef struct pk_eval_result {
     int has_timing;
     pk_timing candidate;
     pk_timing reference;
-    double speedup;     /* reference.median_us / candidate.median_us; 0 unless timed */
-    double roofline_us; /* the problem's physical lower bound on this hardware; 0 if none */
+    double speedup; /* reference.median_us / candidate.median_us; 0 unless timed */
+    /* The problem's rooflines on this GPU (0 if none; docs/problems.md, "Roofline").
+     * roofline_floor_us: the lower bound that even perfect overlap of compute, memory and
+     * communication cannot beat; a median below 0.9 x it is rejected (rule roofline_floor).
+     * roofline_no_overlap_us: the phases one after another, each at its own bound; an
+     * overlapping kernel can beat it. */
+    double roofline_floor_us;
+    double roofline_no_overlap_us;
 
     int world_size;
     int n_hung; /* status timeout: ranks that had not finished */

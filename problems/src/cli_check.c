@@ -58,8 +58,10 @@ static void print_feedback(const pk_eval_result *r) {
         printf("time: candidate %.2f us (cv %.3f), reference %.2f us (cv %.3f), speedup %.3f\n",
                r->candidate.median_us, r->candidate.cv, r->reference.median_us, r->reference.cv,
                r->speedup);
-    if (r->roofline_us > 0)
-        printf("roofline floor: %.2f us\n", r->roofline_us);
+    if (r->roofline_floor_us > 0 || r->roofline_no_overlap_us > 0)
+        printf("roofline: floor %.2f us (perfect overlap; no kernel can beat it), no-overlap "
+               "%.2f us (phases one after another)\n",
+               r->roofline_floor_us, r->roofline_no_overlap_us);
     const pk_stage_times *s = &r->stages;
     printf("stages (ms): prepare %.1f, compile %.1f, symbols %.1f, run %.1f (setup %.1f [init "
            "%.1f, arena %.1f], check %.1f, timing %.1f), warm-up hidden %.1f, total %.1f\n",

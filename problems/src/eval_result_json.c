@@ -52,15 +52,15 @@ char *pk_eval_result_to_json(const pk_eval_result *r) {
                   s->run_check_ms, "run_timing_ms", s->run_timing_ms, "run_init_ms", s->run_init_ms,
                   "run_arena_ms", s->run_arena_ms, "run_warm_ms", s->run_warm_ms);
     json_t *o = json_pack(
-        "{s:s,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:f,s:f,s:i,s:i,s:o,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
+        "{s:s,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:f,s:f,s:f,s:i,s:i,s:o,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
         "status", pk_status_name(r->status), "reason", text(r->reason), "rule", text(r->rule),
         "checks", checks, "trials", trials, "has_timing", r->has_timing, "candidate",
         timing_to_json(&r->candidate), "reference", timing_to_json(&r->reference), "speedup",
-        r->speedup, "roofline_us", r->roofline_us, "world_size", r->world_size, "n_hung", r->n_hung,
-        "hung_ranks", hung, "exit_code", r->exit_code, "signal", r->signal, "launcher",
-        text(r->launcher), "gpu_name", text(r->gpu_name), "stages", stages, "compile_log",
-        text(r->compile_log), "stdout_tail", text(r->stdout_tail), "stderr_tail",
-        text(r->stderr_tail));
+        r->speedup, "roofline_floor_us", r->roofline_floor_us, "roofline_no_overlap_us",
+        r->roofline_no_overlap_us, "world_size", r->world_size, "n_hung", r->n_hung, "hung_ranks",
+        hung, "exit_code", r->exit_code, "signal", r->signal, "launcher", text(r->launcher),
+        "gpu_name", text(r->gpu_name), "stages", stages, "compile_log", text(r->compile_log),
+        "stdout_tail", text(r->stdout_tail), "stderr_tail", text(r->stderr_tail));
     if (!o)
         return NULL;
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
@@ -151,7 +151,15 @@ int pk_eval_result_from_json(const char *json, pk_eval_result *r, pk_error *err)
     timing_from_json(json_object_get(o, "candidate"), &r->candidate);
     timing_from_json(json_object_get(o, "reference"), &r->reference);
     r->speedup = num(o, "speedup");
-    r->roofline_us = num(o, "roofline_us");
+    if (json_object_get(o, "roofline_floor_us") || json_object_get(o, "roofline_no_overlap_us")) {
+        r->roofline_floor_us = num(o, "roofline_floor_us");
+        r->roofline_no_overlap_us = num(o, "roofline_no_overlap_us");
+    } else {
+        /* Results written before both figures existed hold one roofline_us: the sum of the
+         * phases, which was also the floor then. Every problem of that time had one phase,
+         * where the two figures are equal. */
+        r->roofline_floor_us = r->roofline_no_overlap_us = num(o, "roofline_us");
+    }
     r->world_size = integer(o, "world_size");
     json_array_foreach(json_object_get(o, "hung_ranks"), i, v) {
         if (r->n_hung >= PK_EVAL_MAX_RANKS)

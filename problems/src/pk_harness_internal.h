@@ -18,15 +18,34 @@ int pk_elf_scan_syscalls(const char *so_path, pk_eval_result *res, pk_error *err
 /* Shell-style pattern with a trailing '*' wildcard. */
 int pk_symbol_matches(const char *pattern, const char *name);
 
-/* Hardware peaks (problems/hardware.json) for the GPU named gpu_name. */
+/* Hardware peaks (problems/hardware.json) for the GPU named gpu_name: dense flops per math
+ * dtype, HBM bandwidth, NVLink bandwidth per direction. */
 typedef struct pk_hw_peaks {
     char name[32];
-    double bf16_tflops, hbm_tbps, nvlink_gbps;
+    double tflops[PK_MATH_COUNT];
+    double hbm_tbps, nvlink_gbps;
 } pk_hw_peaks;
 int pk_hw_peaks_find(const char *hardware_json, const char *gpu_name, pk_hw_peaks *out,
                      pk_error *err);
-/* Sum over phases of max(F/P, B_hbm/B_mem, B_nvl/B_link), microseconds; 0 with no phases. */
-double pk_roofline_us(const pk_problem *p, const pk_problem_sizes *sz, const pk_hw_peaks *hw);
+
+/* The two rooflines of a problem (docs/problems.md, "Roofline"), microseconds, 0 with no
+ * phases. floor_us: max over resources of the resource's total over all phases (math of each
+ * dtype, HBM, NVLink), a bound that even perfect overlap cannot beat. no_overlap_us: the sum
+ * over phases of max(F/P_dtype, B_hbm/BW_hbm, B_nvl/BW_link), the phases one after another. */
+typedef struct pk_roofline {
+    double floor_us, no_overlap_us;
+    const char *bound_by; /* the resource that sets floor_us: "bf16 math", "HBM", "NVLink" */
+} pk_roofline;
+void pk_roofline_compute(const pk_problem *p, const pk_problem_sizes *sz, const pk_hw_peaks *hw,
+                         pk_roofline *out);
+
+/* Safety margin for peaks that are slightly understated: a median is rejected only below
+ * PK_ROOFLINE_MARGIN x floor. The datasheet's tensor peaks assume a 1830 MHz SM clock, which
+ * can boost to 1980 MHz (+8.2%); 1/0.9 leaves 11% (docs/problems.md). */
+#define PK_ROOFLINE_MARGIN 0.9
+/* Records both rooflines in res and the check "roofline_floor"; a candidate median below
+ * PK_ROOFLINE_MARGIN x floor sets status rejected, rule roofline_floor. */
+void pk_roofline_judge(const pk_roofline *rl, const char *hw_name, pk_eval_result *res);
 
 /* Runs argv through the sandbox (pk_sandbox_run). */
 int pk_harness_spawn(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_result *res,

@@ -39,9 +39,20 @@ typedef struct pk_arg_spec {
     double atol, rtol; /* outputs: this argument's tolerance; < 0: the problem's */
 } pk_arg_spec;
 
+/* The number format a roofline phase's math runs in; its flops count at that format's peak. */
+typedef enum pk_math_dtype {
+    PK_MATH_BF16 = 0, /* the default */
+    PK_MATH_FP16,
+    PK_MATH_FP8,
+    PK_MATH_TF32,
+    PK_MATH_FP32,
+    PK_MATH_COUNT
+} pk_math_dtype;
+
 typedef struct pk_phase_spec {
     char name[32];
     char flops[128], hbm_bytes[128], nvlink_bytes[128]; /* expressions; "" = 0 */
+    pk_math_dtype math;                                 /* "dtype" in meta.json */
 } pk_phase_spec;
 
 typedef struct pk_string_list {
@@ -104,6 +115,10 @@ int pk_gen_parse(const char *text, pk_dtype dtype, pk_gen_spec *out, pk_error *e
 /* The default generator of a dtype: normal(0, 1) for floats, int(-16, 16) for integers. */
 void pk_gen_default(pk_dtype dtype, pk_gen_spec *out);
 int pk_dtype_is_integer(pk_dtype t);
+
+/* Math dtypes by name: "bf16", "fp16", "fp8", "tf32", "fp32" (also "f16", "f32"). */
+const char *pk_math_dtype_name(pk_math_dtype t);
+int pk_math_dtype_from_name(const char *name); /* -1 if unknown */
 
 #ifdef __cplusplus
 }

@@ -202,11 +202,20 @@ static int load_roofline(loader *ld, json_t *root, pk_problem *p) {
     json_t *ph;
     json_array_foreach(phases, i, ph) {
         pk_phase_spec *s = &p->phases[p->n_phases++];
+        char dtype[16];
+        if (!json_is_object(ph))
+            return bad(ld, "roofline.phases", "entries must be objects");
         if (copy_string(ld, ph, "name", s->name, sizeof s->name, 0) ||
             copy_expr(ld, ph, "flops", s->flops, sizeof s->flops) ||
             copy_expr(ld, ph, "hbm_bytes", s->hbm_bytes, sizeof s->hbm_bytes) ||
-            copy_expr(ld, ph, "nvlink_bytes", s->nvlink_bytes, sizeof s->nvlink_bytes))
+            copy_expr(ld, ph, "nvlink_bytes", s->nvlink_bytes, sizeof s->nvlink_bytes) ||
+            copy_string(ld, ph, "dtype", dtype, sizeof dtype, 0))
             return PK_ERR_INVALID;
+        int m = dtype[0] ? pk_math_dtype_from_name(dtype) : PK_MATH_BF16;
+        if (m < 0)
+            return bad(ld, "roofline.phases.dtype",
+                       "unknown math dtype (bf16, fp16, fp8, tf32, fp32)");
+        s->math = (pk_math_dtype)m;
     }
     return PK_OK;
 }

@@ -125,17 +125,9 @@ static void check_timing(const pk_job *job, const pk_run_report *rep, pk_eval_re
         pk_eval_result_add_check(res, "roofline_floor", 1, "not checked: %s", e.message);
         return;
     }
-    res->roofline_us = pk_roofline_us(job->p, &sz, &hw);
-    int ok = res->candidate.median_us >= res->roofline_us;
-    pk_eval_result_add_check(res, "roofline_floor", ok, "median %.2f us vs floor %.2f us (%s)",
-                             res->candidate.median_us, res->roofline_us, hw.name);
-    if (!ok) {
-        res->status = PK_STATUS_REJECTED;
-        snprintf(res->rule, sizeof res->rule, "roofline_floor");
-        snprintf(res->reason, sizeof res->reason,
-                 "%.2f us is below the physical lower bound %.2f us: impossible",
-                 res->candidate.median_us, res->roofline_us);
-    }
+    pk_roofline rl;
+    pk_roofline_compute(job->p, &sz, &hw, &rl);
+    pk_roofline_judge(&rl, hw.name, res);
 }
 
 int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result *res,

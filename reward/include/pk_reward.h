@@ -50,11 +50,12 @@ typedef struct pk_turn_facts {
     double speedup;
     double time_us;
     double baseline_us;
-    double roofline_us; /* the problem's physical lower bound; 0 when none */
+    double roofline_floor_us; /* the bound even perfect overlap cannot beat; 0 when none */
 } pk_turn_facts;
 
 /* Reads pk_eval_result JSON (status, speedup, candidate.median_us, reference.median_us,
- * roofline_us). Only "status" is required; missing numbers read as 0. */
+ * roofline_floor_us, or roofline_us in results older than it). Only "status" is required;
+ * missing numbers read as 0. */
 int pk_turn_facts_from_result_json(const char *result_json, pk_turn_facts *f, pk_error *err);
 /* The speedup against the config's baseline, before the transform (0 when unknown). */
 double pk_reward_speedup(const pk_reward_config *c, const pk_turn_facts *f);

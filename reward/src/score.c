@@ -32,7 +32,12 @@ int pk_turn_facts_from_result_json(const char *result_json, pk_turn_facts *f, pk
         f->speedup = number_at(root, NULL, "speedup");
         f->time_us = number_at(root, "candidate", "median_us");
         f->baseline_us = number_at(root, "reference", "median_us");
-        f->roofline_us = number_at(root, NULL, "roofline_us");
+        /* Results written before the floor and the no-overlap roofline were told apart hold
+         * one roofline_us, which was the floor then (all problems of that time had one phase,
+         * where the two are equal). */
+        f->roofline_floor_us = json_object_get(root, "roofline_floor_us")
+                                   ? number_at(root, NULL, "roofline_floor_us")
+                                   : number_at(root, NULL, "roofline_us");
     }
     json_decref(root);
     return rc;
@@ -40,7 +45,7 @@ int pk_turn_facts_from_result_json(const char *result_json, pk_turn_facts *f, pk
 
 double pk_reward_speedup(const pk_reward_config *c, const pk_turn_facts *f) {
     if (strcmp(c->baseline, "roofline") == 0)
-        return f->roofline_us > 0 && f->time_us > 0 ? f->roofline_us / f->time_us : 0.0;
+        return f->roofline_floor_us > 0 && f->time_us > 0 ? f->roofline_floor_us / f->time_us : 0.0;
     if (f->speedup > 0)
         return f->speedup;
     /* Older results may carry only the two times. */

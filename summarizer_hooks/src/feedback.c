@@ -187,16 +187,18 @@ static char *pk_fb_correct(const pk_summarizer *s, const pk_eval_result *r) {
     if (!r->has_timing || r->candidate.median_us <= 0) {
         return pk_render_string(s, PK_TPL_FB_CORRECT_UNTIMED, NULL);
     }
-    pk_num time_us, base_us, speedup, percent, roof_us;
+    pk_num time_us, base_us, speedup, percent, no_overlap_us, floor_us;
     double cand = r->candidate.median_us;
     snprintf(time_us, sizeof(time_us), "%.1f", cand);
     snprintf(base_us, sizeof(base_us), "%.1f", r->reference.median_us);
     snprintf(speedup, sizeof(speedup), "%.2f", r->speedup);
     pk_strbuf roofline = {0};
-    if (r->roofline_us > 0) {
-        snprintf(percent, sizeof(percent), "%.1f", 100.0 * r->roofline_us / cand);
-        snprintf(roof_us, sizeof(roof_us), "%.1f", r->roofline_us);
-        const char *rv[] = {"percent", percent, "roofline_us", roof_us, NULL};
+    if (r->roofline_no_overlap_us > 0 && r->roofline_floor_us > 0) {
+        snprintf(percent, sizeof(percent), "%.1f", 100.0 * r->roofline_no_overlap_us / cand);
+        snprintf(no_overlap_us, sizeof(no_overlap_us), "%.1f", r->roofline_no_overlap_us);
+        snprintf(floor_us, sizeof(floor_us), "%.1f", r->roofline_floor_us);
+        const char *rv[] = {"percent", percent, "no_overlap_us", no_overlap_us, "floor_us",
+                            floor_us,  NULL};
         pk_render_to(&roofline, s, PK_TPL_FRAG_ROOFLINE, rv);
     }
     const char *vars[] = {"time_us", time_us, "baseline_us", base_us,

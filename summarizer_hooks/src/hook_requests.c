@@ -62,10 +62,11 @@ static json_t *pk_result_json(const pk_summarizer *s, const pk_eval_result *r) {
     json_object_set_new(o, "trials", pk_trials_json(r));
     if (r->has_timing) {
         json_object_set_new(o, "timing",
-                            json_pack("{s:f, s:f, s:f, s:f, s:f}", "time_us",
+                            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "time_us",
                                       r->candidate.median_us, "baseline_us", r->reference.median_us,
-                                      "speedup", r->speedup, "roofline_us", r->roofline_us, "cv",
-                                      r->candidate.cv));
+                                      "speedup", r->speedup, "roofline_floor_us",
+                                      r->roofline_floor_us, "roofline_no_overlap_us",
+                                      r->roofline_no_overlap_us, "cv", r->candidate.cv));
     }
     char *log = r->compile_log
                     ? pk_condense_compile_log(r->compile_log, (size_t)s->opt.compile_log_chars)

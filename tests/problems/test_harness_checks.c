@@ -1,9 +1,8 @@
-/* Result JSON, libelf symbol checks and the roofline floor. */
+/* Result JSON and libelf symbol checks (the rooflines: test_roofline.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,8 @@ static void result_json_round_trip(void **state) {
     r.candidate.median_us = 123.5;
     r.candidate.cv = 0.01;
     r.speedup = 1.25;
+    r.roofline_floor_us = 100.5;
+    r.roofline_no_overlap_us = 160.25;
     r.world_size = 4;
     r.n_hung = 1;
     r.hung_ranks[0] = 3;
@@ -49,6 +50,10 @@ static void result_json_round_trip(void **state) {
     assert_true(back.trials[1].mismatch[0].got == -0.25);
     assert_true(back.candidate.median_us == 123.5);
     assert_true(back.speedup == 1.25);
+    assert_non_null(strstr(json, "\"roofline_floor_us\":100.5"));
+    assert_non_null(strstr(json, "\"roofline_no_overlap_us\":160.25"));
+    assert_true(back.roofline_floor_us == 100.5);
+    assert_true(back.roofline_no_overlap_us == 160.25);
     assert_int_equal(back.hung_ranks[0], 3);
     assert_string_equal(back.launcher, "mpi");
     assert_true(back.stages.compile_ms == 812.5);
@@ -60,6 +65,33 @@ static void result_json_round_trip(void **state) {
     assert_int_equal(pk_eval_result_from_json("{\"status\": \"great\"}", &back, &err),
                      PK_ERR_INVALID);
     assert_int_equal(pk_eval_result_from_json("[1]", &back, &err), PK_ERR_INVALID);
+}
+
+/* The trajectory store holds results written before the two rooflines were told apart: their
+ * one roofline_us (the sum of phases, then also the floor; single-phase problems, where the
+ * two agree) reads as both. */
+static void result_json_reads_old_roofline(void **state) {
+    (void)state;
+    pk_eval_result r;
+    pk_error err;
+    assert_int_equal(pk_eval_result_from_json("{\"status\":\"correct\",\"has_timing\":true,"
+                                              "\"speedup\":1.45,\"roofline_us\":140.4}",
+                                              &r, &err),
+                     PK_OK);
+    assert_true(r.roofline_floor_us == 140.4);
+    assert_true(r.roofline_no_overlap_us == 140.4);
+    pk_eval_result_free(&r);
+    /* New keys win; an old key beside them is ignored. */
+    assert_int_equal(pk_eval_result_from_json("{\"status\":\"correct\",\"roofline_us\":9,"
+                                              "\"roofline_floor_us\":3,"
+                                              "\"roofline_no_overlap_us\":5}",
+                                              &r, &err),
+                     PK_OK);
+    assert_true(r.roofline_floor_us == 3 && r.roofline_no_overlap_us == 5);
+    pk_eval_result_free(&r);
+    assert_int_equal(pk_eval_result_from_json("{\"status\":\"incorrect\"}", &r, &err), PK_OK);
+    assert_true(r.roofline_floor_us == 0 && r.roofline_no_overlap_us == 0);
+    pk_eval_result_free(&r);
 }
 
 /* A candidate may print any bytes; the JSON (store, check --json) must still be produced. */
@@ -219,31 +251,10 @@ static void symbol_patterns(void **state) {
     assert_false(pk_symbol_matches("memcpy", "memcpy2"));
 }
 
-static void roofline_floor(void **state) {
-    (void)state;
-    pk_hw_peaks hw;
-    pk_error err;
-    assert_int_equal(pk_hw_peaks_find(PK_PROBLEMS_SRC "/hardware.json", "NVIDIA H200", &hw, &err),
-                     PK_OK);
-    assert_string_equal(hw.name, "H200");
-    assert_true(hw.nvlink_gbps > 400 && hw.hbm_tbps > 4);
-    assert_int_equal(pk_hw_peaks_find(PK_PROBLEMS_SRC "/hardware.json", "Tesla K80", &hw, &err),
-                     PK_ERR_NOT_FOUND);
-    pk_problem p;
-    memset(&p, 0, sizeof p);
-    p.n_phases = 2;
-    pk_problem_sizes sz;
-    memset(&sz, 0, sizeof sz);
-    pk_hw_peaks peaks = {"X", 1000, 4.0, 500};
-    sz.flops[0] = 1e12;       /* 1 ms of compute */
-    sz.hbm_bytes[0] = 2e9;    /* 0.5 ms of HBM */
-    sz.nvlink_bytes[1] = 1e9; /* 2 ms of NVLink */
-    assert_true(fabs(pk_roofline_us(&p, &sz, &peaks) - 3000.0) < 1e-6);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(result_json_round_trip),
+        cmocka_unit_test(result_json_reads_old_roofline),
         cmocka_unit_test(result_json_repairs_invalid_utf8),
         cmocka_unit_test(checks_list_is_bounded),
         cmocka_unit_test_setup(elf_accepts_a_clean_object, elf_setup),
@@ -254,7 +265,6 @@ int main(void) {
         cmocka_unit_test_setup(elf_reports_non_elf_files, elf_setup),
         cmocka_unit_test_setup(elf_rejects_raw_syscalls, elf_setup),
         cmocka_unit_test(symbol_patterns),
-        cmocka_unit_test(roofline_floor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,8 @@ static void timed_correct_result(void **state) {
     r.candidate.cv = 0.02;
     r.reference.median_us = 100.0;
     r.speedup = 1.25;
-    r.roofline_us = 20.0;
+    r.roofline_floor_us = 20.0;
+    r.roofline_no_overlap_us = 35.0; /* the reward's roofline baseline is the floor */
     char *json = pk_eval_result_to_json(&r);
     assert_non_null(json);
     pk_turn_facts f;
@@ -33,7 +34,7 @@ static void timed_correct_result(void **state) {
     assert_near(f.speedup, 1.25, 1e-12);
     assert_near(f.time_us, 80.0, 1e-12);
     assert_near(f.baseline_us, 100.0, 1e-12);
-    assert_near(f.roofline_us, 20.0, 1e-12);
+    assert_near(f.roofline_floor_us, 20.0, 1e-12);
     pk_reward_config c;
     pk_reward_config_default(&c);
     assert_near(pk_reward_score(&c, &f), 1.55, 1e-12);

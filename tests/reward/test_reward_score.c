@@ -126,7 +126,7 @@ static void baselines(void **state) {
     pk_reward_config c;
     pk_reward_config_default(&c);
     pk_turn_facts f = {
-        .status = PK_STATUS_CORRECT, .time_us = 100, .baseline_us = 150, .roofline_us = 50};
+        .status = PK_STATUS_CORRECT, .time_us = 100, .baseline_us = 150, .roofline_floor_us = 50};
     /* No stored ratio: reference / candidate from the two times. */
     assert_near(pk_reward_score(&c, &f), 1.8, EPS);
     f.speedup = 1.4;
@@ -147,7 +147,14 @@ static void facts_from_result_json(void **state) {
     assert_near(f.speedup, 1.5, EPS);
     assert_near(f.time_us, 100.0, EPS);
     assert_near(f.baseline_us, 150.0, EPS);
-    assert_near(f.roofline_us, 20.0, EPS);
+    assert_near(f.roofline_floor_us, 20.0, EPS); /* an old result: roofline_us was the floor */
+    /* A current result: the floor, never the no-overlap roofline. */
+    assert_int_equal(pk_turn_facts_from_result_json(
+                         "{\"status\":\"correct\",\"roofline_floor_us\":30,"
+                         "\"roofline_no_overlap_us\":45,\"candidate\":{\"median_us\":60}}",
+                         &f, &err),
+                     PK_OK);
+    assert_near(f.roofline_floor_us, 30.0, EPS);
     assert_int_equal(pk_turn_facts_from_result_json("{\"status\":\"timeout\"}", &f, &err), PK_OK);
     assert_int_equal(f.status, PK_STATUS_TIMEOUT);
     assert_near(f.speedup, 0.0, EPS);

@@ -65,14 +65,15 @@ static void fill_incorrect(pk_eval_result *r) {
     snprintf(r->reason, sizeof(r->reason), "2 of 5 trials failed");
 }
 
-static void fill_correct(pk_eval_result *r, double roofline_us) {
+static void fill_correct(pk_eval_result *r, double no_overlap_us, double floor_us) {
     r->world_size = 4;
     r->has_timing = 1;
     r->candidate.median_us = 812.4;
     r->candidate.cv = 0.021;
     r->reference.median_us = 1000.2;
     r->speedup = 1000.2 / 812.4;
-    r->roofline_us = roofline_us;
+    r->roofline_no_overlap_us = no_overlap_us;
+    r->roofline_floor_us = floor_us;
     r->n_trials = 5;
     for (int i = 0; i < 5; i++) {
         r->trials[i].passed = 1;
@@ -121,11 +122,11 @@ void sample_fill(pk_eval_result *r, sample_kind kind) {
         fill_incorrect(r);
         break;
     case SAMPLE_CORRECT:
-        fill_correct(r, 0.0);
+        fill_correct(r, 0.0, 0.0);
         break;
     case SAMPLE_CORRECT_ROOFLINE:
         r->status = PK_STATUS_CORRECT;
-        fill_correct(r, 406.2);
+        fill_correct(r, 406.2, 300.0); /* two phases that can overlap */
         break;
     default:
         break;

@@ -93,12 +93,14 @@ static void test_outcome_details(void **state) {
     sample_fill(&r, SAMPLE_CORRECT_ROOFLINE);
     fb = pk_summarizer_feedback(s, &r, NULL);
     assert_non_null(strstr(fb, "speedup 1.23x"));
-    assert_non_null(strstr(fb, "50.0% of the physical limit"));
+    assert_non_null(strstr(fb, "50.0% of the no-overlap roofline (406.2 us"));
+    assert_non_null(strstr(fb, "roofline floor, which even perfect overlap"));
+    assert_non_null(strstr(fb, "is 300.0 us"));
     free(fb);
 
     sample_fill(&r, SAMPLE_CORRECT);
     fb = pk_summarizer_feedback(s, &r, NULL);
-    assert_null(strstr(fb, "physical limit"));
+    assert_null(strstr(fb, "roofline"));
     free(fb);
 
     sample_fill(&r, SAMPLE_RUNTIME_ERROR);

@@ -179,6 +179,19 @@ static void test_command_gets_hook_name(void **state) {
     pk_summarizer_free(s);
 }
 
+/* A feedback hook gets both rooflines, each by its name. */
+static void test_command_gets_both_rooflines(void **state) {
+    (void)state;
+    pk_summarizer *s;
+    char *fb = feedback_with("cmd:" PK_TEST_FIXTURES "/cmd_echo_timing.sh", 5000,
+                             SAMPLE_CORRECT_ROOFLINE, &s);
+    assert_non_null(strstr(fb, "roofline_floor_us=300 "));
+    assert_non_null(strstr(fb, "roofline_no_overlap_us=406.2 "));
+    assert_non_null(strstr(fb, "time_us=812.4"));
+    free(fb);
+    pk_summarizer_free(s);
+}
+
 /* A 1 MB request to a command that never reads it: no SIGPIPE kills this process. */
 static void test_command_not_reading_large_request(void **state) {
     (void)state;
@@ -275,6 +288,7 @@ int main(void) {
         cmocka_unit_test(test_plugin_missing),
         cmocka_unit_test(test_command_hang_crash_garbage),
         cmocka_unit_test(test_command_gets_hook_name),
+        cmocka_unit_test(test_command_gets_both_rooflines),
         cmocka_unit_test(test_command_not_reading_large_request),
         cmocka_unit_test(test_history_hook_over_budget),
         cmocka_unit_test(test_example_history_command),

@@ -217,6 +217,9 @@ static void on_step(driver *d, slot *s, json_t *reply) {
     t->status = status;
     t->speedup = json_number_value(json_object_get(info, "speedup")); /* 0 when null */
     t->reward = json_number_value(json_object_get(reply, "reward"));
+    t->time_us = json_number_value(json_object_get(info, "time_us")); /* 0 when null */
+    t->roofline_floor_us = json_number_value(json_object_get(info, "roofline_floor_us"));
+    t->roofline_no_overlap_us = json_number_value(json_object_get(info, "roofline_no_overlap_us"));
     d->run->steps++;
     d->n_correct_turns += status == PK_STATUS_CORRECT;
     s->harness_retries = 0;

@@ -254,6 +254,7 @@ static char *markdown(const pk_eval_run *run, const problem_metrics *pm,
             md_row(&md, a, run->problems[p].id, &pm[p]);
     }
     md_row(&md, a, "**overall** (mean over problems)", overall);
+    pk_eval_roofline_markdown(&md, run);
     pk_strbuf_puts(&md, "\nBest speedup so far by turn (mean over problems; 0 for trajectories "
                         "with no correct turn yet):\n\n| turn |");
     for (int t = 0; t < a->turns; t++)
@@ -297,6 +298,7 @@ static json_t *report_json(const pk_eval_run *run, const problem_metrics *pm,
         json_t *o = run->problems[p].skipped ? json_object() : metrics_json(a, &pm[p]);
         json_object_set_new(o, "id", json_string(run->problems[p].id));
         json_object_set_new(o, "skipped", json_boolean(run->problems[p].skipped));
+        json_object_set_new(o, "roofline", pk_eval_roofline_json(run, p));
         json_array_append_new(problems, o);
     }
     json_t *hello = run->server_hello;

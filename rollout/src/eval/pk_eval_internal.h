@@ -73,6 +73,9 @@ typedef struct pk_eval_turn {
     int status; /* pk_status */
     double speedup;
     double reward;
+    double time_us;           /* the candidate's median; 0 when untimed */
+    double roofline_floor_us; /* the problem's rooflines on the server's GPU; 0: none */
+    double roofline_no_overlap_us;
 } pk_eval_turn;
 
 typedef struct pk_eval_traj {
@@ -118,6 +121,10 @@ void pk_eval_run_free(pk_eval_run *run);
 /* Writes report.json, report.md and turn_scaling.svg into args->out_dir, and prints the
  * Markdown summary to stdout unless quiet. */
 int pk_eval_report_write(const pk_eval_run *run, pk_error *err);
+/* Problem p's rooflines and its best correct time against them (JSON null when the server
+ * reported none), and the Markdown table of all problems that have rooflines (eval_roofline.c). */
+json_t *pk_eval_roofline_json(const pk_eval_run *run, int p);
+void pk_eval_roofline_markdown(pk_strbuf *md, const pk_eval_run *run);
 /* best-so-far by turn, one series per problem plus the mean, as an SVG document. */
 char *pk_eval_svg_turn_scaling(const char *title, const char *const *names, const double *series,
                                int n_series, int n_turns);

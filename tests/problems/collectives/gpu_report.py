@@ -42,7 +42,7 @@ def main():
     out = open(a.jsonl, "a") if a.jsonl else None
     t0, failed, done = time.monotonic(), 0, 0
     print(f"{'problem':26} {'file':28} {'verdict':22} {'cand us':>9} {'ref us':>9} "
-          f"{'speedup':>7} {'roof us':>8}  check")
+          f"{'speedup':>7} {'floor us':>8} {'no-ovl us':>9}  check")
     for _, problem, sdir, entry in jobs:
         if time.monotonic() - t0 > a.budget:
             print(f"{problem:26} {entry['file']:28} not run (budget of {a.budget:.0f} s spent)")
@@ -59,7 +59,8 @@ def main():
         print(f"{problem:26} {entry['file']:28} {verdict:22} "
               f"{res['candidate']['median_us'] if t else 0:9.1f} "
               f"{res['reference']['median_us'] if t else 0:9.1f} "
-              f"{res['speedup'] if t else 0:7.3f} {(res or {}).get('roofline_us', 0):8.1f}  "
+              f"{res['speedup'] if t else 0:7.3f} {(res or {}).get('roofline_floor_us', 0):8.1f} "
+              f"{(res or {}).get('roofline_no_overlap_us', 0):9.1f}  "
               + ("ok" if not errors else "FAIL: " + "; ".join(errors)[:300]), flush=True)
         failed += bool(errors)
     print(f"{done}/{len(jobs)} run, {failed} unexpected or not run, {time.monotonic() - t0:.0f} s")

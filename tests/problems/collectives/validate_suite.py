@@ -21,6 +21,21 @@ HOST_NCCL = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclReduce"
 ROOTED_CHECK = {"reduce", "gather"}  # only the root's output is defined
 STATUSES = {"format_error", "rejected", "compile_error", "runtime_error", "timeout",
             "incorrect", "correct"}
+# NVLink bytes each rank must move in one direction (the larger of what it sends and what it
+# receives), bf16 = 2 bytes, no in-switch reduction (NVLS is off): docs/problems.md, Roofline.
+# Written out independently of the meta.json expressions, which must agree at every world size.
+NVLINK_PER_DIRECTION = {
+    # reduce-scatter + all-gather: 2(W-1)/W of its 2n bytes out and in
+    "allreduce": lambda n, w: 2 * (w - 1) / w * 2 * n,
+    "allgather": lambda n, w: (w - 1) * 2 * n,  # W-1 foreign blocks arrive
+    "broadcast": lambda n, w: 2 * n,  # each non-root receives n; the root sends n at least once
+    "reduce": lambda n, w: 2 * n,  # the root receives at least one value per output element
+    "scatter": lambda n, w: (w - 1) * 2 * n,  # W-1 blocks leave the root
+    "gather": lambda n, w: (w - 1) * 2 * n,  # W-1 blocks reach the root
+    "reducescatter": lambda n, w: (w - 1) / w * 2 * n,  # contributions to W-1 foreign blocks
+    "alltoall": lambda n, w: (w - 1) / w * 2 * n,  # W-1 of W blocks out and in
+}
+MATH_DTYPES = {"bf16", "fp16", "fp8", "tf32", "fp32"}
 errors = []
 
 
@@ -87,7 +102,15 @@ def check_meta(pid, m):
                 fail(w, f"{a['name']} count {count} at world {world} is not a multiple of 8")
         if m["dims"]["n"] % (8 * world):
             fail(w, f"n is not a multiple of 8*world at world {world}")
+        if len(phases) == 1:
+            got = evaluate(phases[0]["nvlink_bytes"], dims)
+            want = NVLINK_PER_DIRECTION[pid](m["dims"]["n"], world)
+            if abs(got - want) > 1e-9 * want:
+                fail(w, f"nvlink_bytes {got:.0f} at world {world}: the per-direction rule gives "
+                        f"{want:.0f}")
         for ph in phases:
+            if ph.get("dtype") not in MATH_DTYPES:
+                fail(w, f"roofline {ph.get('name')} needs dtype, one of {sorted(MATH_DTYPES)}")
             for key in ("flops", "hbm_bytes", "nvlink_bytes"):
                 v = evaluate(ph[key], dims)
                 if v < 0:
