@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Cross-checks pkgym's native reference against an independent implementation, on exactly
+the inputs pkgym generated, and measures both against an fp64 evaluation.
+
+Run under torchrun, one process per rank (what the dump was made with):
+
+    pkgym check --problem ID --reference --skip-timing --dump DIR
+    torchrun --nproc-per-node W crosscheck.py --dump DIR [--pkb PKB_DIR] [--device cuda|cpu]
+
+For every trial and rank it loads the inputs and pkgym's reference outputs, runs the problem's
+adapter (adapters/<suite>_<id>.py: usually ParallelKernelBench's own solution() from --pkb)
+in the problem's dtypes and again on fp64 copies of the inputs, then reports, per output:
+  - cross-check: pkgym's reference against the adapter, within pkgym's tolerance;
+  - the largest error of each implementation against fp64, and the tolerance that the rule in
+    docs/problems.md ("Tolerances") derives from them.
+Rank 0 prints one JSON object; the exit status is 0 only when every comparison passed and the
+problem's tolerance is at least the derived one.
+"""
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
+          "f64": torch.float64, "i32": torch.int32, "i64": torch.int64}
+RAW = {"bf16": torch.int16, "f16": torch.int16}  # read as raw bits, then viewed
+SAFETY = 4.0  # the rule's margin over the larger measured error
+
+
+def load(path, dtype_name, count, device):
+    raw = RAW.get(dtype_name, DTYPES[dtype_name])
+    t = torch.from_file(path, shared=False, size=count, dtype=raw)
+    return t.view(DTYPES[dtype_name]).to(device)
+
+
+def load_adapter(problem):
+    path = os.path.join(HERE, "adapters", problem.replace("/", "_") + ".py")
+    if not os.path.exists(path):
+        sys.exit("no adapter for %s (expected %s)" % (problem, path))
+    spec = importlib.util.spec_from_file_location("adapter", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_pkb(pkb_dir, reference):
+    path = os.path.join(pkb_dir, "reference", reference)
+    spec = importlib.util.spec_from_file_location("pkb_reference", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def round_up(x):
+    """Up to 1, 2 or 5 times a power of ten (0 stays 0)."""
+    if x <= 0:
+        return 0.0
+    e = math.floor(math.log10(x))
+    for m in (1, 2, 5, 10):
+        if m * 10.0 ** e >= x * (1 - 1e-12):
+            return m * 10.0 ** e
+    return 10.0 ** (e + 1)
+
+
+class Errors:
+    """Largest errors against fp64: relative where |want| >= 1e-3 max |want| ("big"), absolute
+    where it is smaller (there a relative tolerance gives no room)."""
+
+    def __init__(self):
+        self.rel = 0.0
+        self.small_abs = 0.0
+
+    def add(self, got, want):
+        if not want.numel():
+            return
+        err = (got.double() - want).abs()
+        mag = want.abs()
+        big = mag >= 1e-3 * max(float(mag.max()), 1e-300)
+        if big.any():
+            self.rel = max(self.rel, float((err[big] / mag[big]).max()))
+        if (~big).any():
+            self.small_abs = max(self.small_abs, float(err[~big].max()))
+
+
+def close(a, b, atol, rtol):
+    """pkgym's rule: |a - b| <= atol + rtol |b| and no NaN (integers: exact)."""
+    if not a.is_floating_point():
+        return bool(torch.equal(a, b)), 0.0
+    a, b = a.double(), b.double()
+    bad = ((a - b).abs() > atol + rtol * b.abs()) | a.isnan() | b.isnan()
+    return not bool(bad.any()), float((a - b).abs().max()) if a.numel() else 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dump", required=True)
+    ap.add_argument("--pkb", default=os.environ.get("PKB_DIR"))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = ap.parse_args()
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cuda", rank % torch.cuda.device_count()) if args.device == "cuda" \
+        else torch.device("cpu")
+    if args.device == "cuda":
+        torch.cuda.set_device(device)
+    with open(os.path.join(args.dump, "manifest.json")) as f:
+        man = json.load(f)
+    if man["world"] != world:
+        sys.exit("dump made at world %d, run with %d ranks" % (man["world"], world))
+    adapter = load_adapter(man["problem"])
+    pkb = load_pkb(args.pkb, adapter.PKB_REFERENCE) if getattr(adapter, "PKB_REFERENCE", None) \
+        else None
+    if getattr(adapter, "PKB_REFERENCE", None) and pkb is None:
+        sys.exit("%s needs --pkb (a ParallelKernelBench checkout)" % man["problem"])
+    outputs = [a for a in man["args"] if a["role"] != "input"]
+    state = {a["name"]: {"pass": True, "max_diff": 0.0, "ref": Errors(), "alt": Errors()}
+             for a in outputs}
+    trials = 0
+    while os.path.exists(os.path.join(args.dump, "t%d_r%d_%s%s.bin" % (
+            trials, rank, man["args"][0]["name"],
+            "" if man["args"][0]["role"] != "output" else ".out"))):
+        trials += 1
+    for t in range(trials):
+        inputs, ref_out = {}, {}
+        for a in man["args"]:
+            base = os.path.join(args.dump, "t%d_r%d_%s" % (t, rank, a["name"]))
+            if a["role"] != "output":
+                inputs[a["name"]] = load(base + ".bin", a["dtype"], a["count"], device)
+            if a["role"] != "input":
+                ref_out[a["name"]] = load(base + ".out.bin", a["dtype"], a["count"], device)
+        dims = man["dims"]
+        got = adapter.run(pkb, {k: v.clone() for k, v in inputs.items()}, dims, world, rank)
+        as64 = {k: v.double() if v.is_floating_point() else v.clone() for k, v in inputs.items()}
+        want = adapter.run(pkb, as64, dims, world, rank, fp64=True)
+        for a in outputs:
+            n = a["name"]
+            ok, diff = close(ref_out[n], got[n].to(ref_out[n].dtype), a["atol"], a["rtol"])
+            s = state[n]
+            s["pass"] &= ok
+            s["max_diff"] = max(s["max_diff"], diff)
+            if ref_out[n].is_floating_point():
+                s["ref"].add(ref_out[n], want[n].double())
+                s["alt"].add(got[n], want[n].double())
+    report = {"problem": man["problem"], "world": world, "trials": trials, "dims": man["dims"],
+              "outputs": {}}
+    all_ok = True
+    for a in outputs:
+        s = state[a["name"]]
+        vals = torch.tensor([0.0 if s["pass"] else 1.0, s["max_diff"], s["ref"].small_abs,
+                             s["ref"].rel, s["alt"].small_abs, s["alt"].rel],
+                            dtype=torch.float64, device=device)
+        dist.all_reduce(vals, op=dist.ReduceOp.MAX)
+        failed, diff, rabs, rrel, aabs, arel = vals.tolist()
+        rtol = round_up(SAFETY * max(rrel, arel))
+        atol = round_up(SAFETY * max(rabs, aabs))
+        follows = a["rtol"] >= rtol and a["atol"] >= atol
+        all_ok &= not failed and follows
+        report["outputs"][a["name"]] = {
+            "crosscheck": "pass" if not failed else "FAIL", "max_abs_diff": diff,
+            "reference_vs_fp64": {"rel": rrel, "abs_near_zero": rabs},
+            "independent_vs_fp64": {"rel": arel, "abs_near_zero": aabs},
+            "tolerance": {"atol": a["atol"], "rtol": a["rtol"]},
+            "derived_tolerance": {"atol": atol, "rtol": rtol},
+            "tolerance_follows_rule": follows}
+    if rank == 0:
+        print(json.dumps(report, indent=1))
+    dist.destroy_process_group()
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Cross-checks one problem: dumps pkgym's inputs and reference outputs, then runs
+# crosscheck.py under torchrun. Usage: run.sh PROBLEM [WORLD] [PKB_DIR]
+#   PKGYM (default build/env/pkgym), DEVICE (cuda or cpu, default: cuda when a GPU is present)
+set -euo pipefail
+problem=$1 world=${2:-2} pkb=${3:-${PKB_DIR:-}}
+here=$(cd "$(dirname "$0")" && pwd)
+pkgym=${PKGYM:-$here/../../build/env/pkgym}
+dump=$(mktemp -d /tmp/pkb-xc.XXXXXX)
+trap 'rm -rf "$dump"' EXIT
+"$pkgym" check --problem "$problem" --reference --skip-timing --world-size "$world" \
+    --dump "$dump" --json >"$dump/check.json"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="correct" else "reference run: %s: %s" % (r["status"], r["reason"]))' "$dump/check.json"
+dev=${DEVICE:-$([ -e /dev/nvidia0 ] && echo cuda || echo cpu)}
+${TORCHRUN:-torchrun} --nproc-per-node "$world" --master-port "${XC_PORT:-29511}" \
+    "$here/crosscheck.py" --dump "$dump" --device "$dev" ${pkb:+--pkb "$pkb"}
