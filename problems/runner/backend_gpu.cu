@@ -270,9 +270,9 @@ static int gpu_poison(rn_backend *b, void *p, pk_dtype t, size_t n) {
 }
 
 // On the harness stream a copy is complete when this returns; in a timed epilogue it is
-// only enqueued.
+// only enqueued. Either side may be host memory (the guard zone table is copied up once).
 static int gpu_copy(rn_backend *b, void *dst, const void *src, size_t bytes) {
-    CU(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_state.cur));
+    CU(b, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g_state.cur));
     if (g_state.cur == g_state.harness)
         CU(b, cudaStreamSynchronize(g_state.harness));
     return 0;
