@@ -8,8 +8,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 pkgym=${PKGYM:-$here/../../build/env/pkgym}
 dump=$(mktemp -d /tmp/pkb-xc.XXXXXX)
 trap 'rm -rf "$dump"' EXIT
+# Two trials (each a fresh draw) keep the dump of the larger problems to a few GiB.
 "$pkgym" check --problem "$problem" --reference --skip-timing --world-size "$world" \
-    --dump "$dump" --json >"$dump/check.json"
+    --trials "${XC_TRIALS:-2}" --dump "$dump" --json >"$dump/check.json"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="correct" else "reference run: %s: %s" % (r["status"], r["reason"]))' "$dump/check.json"
 dev=${DEVICE:-$([ -e /dev/nvidia0 ] && echo cuda || echo cpu)}
 ${TORCHRUN:-torchrun} --nproc-per-node "$world" --master-port "${XC_PORT:-29511}" \

@@ -10,7 +10,7 @@ for v in "default:" "runtime_connect=1:NCCL_RUNTIME_CONNECT=1" "runtime_connect=
          "lazy modules:CUDA_MODULE_LOADING=LAZY" "eager modules:CUDA_MODULE_LOADING=EAGER" \
          "topo file:NCCL_TOPO_FILE=/tmp/topo.xml" \
          "all three:NCCL_RUNTIME_CONNECT=1 CUDA_MODULE_LOADING=LAZY NCCL_TOPO_FILE=/tmp/topo.xml" \
-         "no p2p cache probe:NCCL_IGNORE_CPU_AFFINITY=1 NCCL_RUNTIME_CONNECT=1"; do
+         "exit without teardown:PROBE_NO_TEARDOWN=1"; do
     name=${v%%:*} envs=${v#*:}
     for i in 1 2 3; do
         echo "== $name ($i)"

@@ -64,6 +64,10 @@ typedef struct pk_stage_times {
      * behind the compile; run_ms and run_setup_ms count from go, run_warm_ms is the time
      * from the warm start to go, and run_init_ms/run_arena_ms lie inside it. 0 when cold. */
     double run_warm_ms;
+    /* Inside run_check_ms + run_timing_ms + run_setup_ms: the verification of timed calls
+     * (epilogues after every timed call, block checks, the post-timing call, guard checks). */
+    double run_verify_ms;
+    double run_teardown_ms; /* inside run_setup_ms: freeing buffers and communicators */
 } pk_stage_times;
 
 typedef struct pk_eval_result {

@@ -165,7 +165,7 @@ typedef struct rn_plan {
     uint64_t guard_seed, sample_key;
 } rn_plan;
 
-/* Jitter: trials base..base+2, warm-up and timed calls x [1, 1.25]; each timed call verified
+/* Jitter: trials base..base+2, warm-up and timed calls x [0.875, 1.125]; each timed call verified
  * with probability 1/4, plus the last call on every slot of every candidate block. */
 void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int copies,
                   rn_plan *out);
@@ -199,6 +199,8 @@ typedef struct rn_report {
     int timed_wrong;           /* a verified timed call (or the post-timing call) was wrong */
     int timed_inputs_modified; /* a verified timed call changed its inputs */
     int verified_calls;        /* timed calls verified, for the record (not for feedback) */
+    double verify_ms;          /* slowest rank: epilogues, block checks, post-timing call, guards */
+    double teardown_ms;        /* rank 0: freeing buffers, window, communicators */
 } rn_report;
 
 int rn_report_write(const char *path, const rn_report *r);
@@ -247,6 +249,7 @@ typedef struct rank_step {
     char guard_detail[256];
     int timed_wrong, timed_inputs_modified;
     double init_ms, arena_ms;
+    double verify_ms; /* wall of the verification's own work on this rank */
 } rank_step;
 
 /* rank.c pieces the timing code uses. */

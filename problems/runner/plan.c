@@ -45,8 +45,10 @@ static void slot_order(rng *r, int copies, int n, unsigned char *out) {
     }
 }
 
-static int jitter(rng *r, int base, int cap) { /* base x [1, 1.25] */
-    int v = base + below(r, base / 4 + 1);
+/* base x [0.875, 1.125]: secret, and on average as many calls as asked for. */
+static int jitter(rng *r, int base, int cap) {
+    int v = base - base / 8 + below(r, 2 * (base / 8) + 1);
+    v = v < 1 ? 1 : v;
     return v > cap ? cap : v;
 }
 

@@ -390,13 +390,16 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     double t0 = pk_now_ms();
     rank_step st = {0};
     rn_time_both(rs, rep, &st);
+    double t_guard = pk_now_ms();
     if (!st.failed)
         rn_check_guards(rs, &st);
+    st.verify_ms += pk_now_ms() - t_guard;
     if (phase_failed(rs, &st, rep, all))
         return;
     rep->timing_ms = pk_now_ms() - t0;
     rep->timed = 1;
     for (int r = 0; r < rs->g->world; r++) {
+        rep->verify_ms = fmax(rep->verify_ms, all[r].verify_ms);
         if (all[r].unsynchronized && !rep->unsynchronized) {
             rep->unsynchronized = 1;
             snprintf(rep->unsync_detail, sizeof rep->unsync_detail, "%s", all[r].msg);
@@ -407,9 +410,11 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     if (record_guards(rs, all, rep))
         return;
     memset(&st, 0, sizeof st);
+    double t_post = pk_now_ms();
     rn_check_trial(rs, KEY_POST_TIMING, rs->plan.trial_slot[rs->plan.trials], &st);
     if (phase_failed(rs, &st, rep, all))
         return;
+    rep->verify_ms += pk_now_ms() - t_post; /* rank 0's; every rank waited for the slowest */
     for (int r = 0; r < rs->g->world; r++)
         if (all[r].mismatch || all[r].inputs_modified)
             rep->timed_wrong = 1;
@@ -477,7 +482,9 @@ int rn_rank_main(rn_opts *o, rn_group *g) {
     if (!rs.p->device_gpu)
         rs.ctx.mpi_comm = rn_group_mpi_comm(g);
     run_rank(&rs, &rep);
+    double t_down = pk_now_ms();
     teardown(&rs);
+    rep.teardown_ms = pk_now_ms() - t_down;
     rn_progress(o->progress_dir, g->rank, "done", -1);
     int rc = 0;
     if (g->rank == 0 && !rep.aborted && rn_report_write(o->out, &rep)) {

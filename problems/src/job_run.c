@@ -113,6 +113,7 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     if (job->opts.dump_dir) { /* the only host path a run may write, and only when asked */
         so->rw = &job->opts.dump_dir;
         so->n_rw = 1;
+        so->fsize_mb = 1 << 16; /* one array of a large problem exceeds the 256 MiB default */
     }
     so->output_cap = 16 * 1024;
     so->n_gpus = 0;

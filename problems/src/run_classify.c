@@ -163,6 +163,8 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         res->stages.run_setup_ms = res->stages.run_ms - rep.check_ms - rep.timing_ms;
         res->stages.run_init_ms = rep.init_ms;
         res->stages.run_arena_ms = rep.arena_ms;
+        res->stages.run_verify_ms = rep.verify_ms;
+        res->stages.run_teardown_ms = rep.teardown_ms;
     }
     if (!have || sr->status != PK_SB_OK || !rep.ok) {
         res->status = PK_STATUS_RUNTIME_ERROR;

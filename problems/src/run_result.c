@@ -101,6 +101,8 @@ int pk_run_result_read(const char *path, pk_eval_result *res, pk_run_report *rep
     rep->timed_wrong = num(m, "timed_wrong") != 0;
     rep->timed_inputs_modified = num(m, "timed_inputs_modified") != 0;
     rep->verified_calls = (int)num(m, "verified_calls");
+    rep->verify_ms = num(m, "verify_ms");
+    rep->teardown_ms = num(m, "teardown_ms");
     str(m, "gpu_name", rep->gpu_name, sizeof rep->gpu_name);
     rep->setup_ms = num(m, "setup_ms");
     rep->check_ms = num(m, "check_ms");
