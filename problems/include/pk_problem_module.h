@@ -11,9 +11,12 @@
 
 #include "candidate/pk_ctx.h"
 
-#define PK_PROBLEM_ABI_VERSION 1
-#define PK_MAX_ARGS 8
-#define PK_MAX_DIMS 8
+/* Version 2 added the call's params, the init/fini hooks and a custom checker; a module of
+ * version 1 still loads (its struct is a prefix of version 2's). */
+#define PK_PROBLEM_ABI_VERSION 2
+#define PK_MAX_ARGS 16
+#define PK_MAX_DIMS 12
+#define PK_MAX_PARAMS 12
 
 typedef enum pk_dtype {
     PK_DTYPE_BF16 = 0,
@@ -22,6 +25,9 @@ typedef enum pk_dtype {
     PK_DTYPE_F64,
     PK_DTYPE_I32,
     PK_DTYPE_I64,
+    PK_DTYPE_F8E4M3, /* float8 e4m3fn (__nv_fp8_e4m3): no infinities, NaN = 0x7f/0xff */
+    PK_DTYPE_I8,
+    PK_DTYPE_U8,
     PK_DTYPE_COUNT
 } pk_dtype;
 
@@ -36,7 +42,17 @@ typedef struct pk_problem_call {
     int n_dims;
     long long dims[PK_MAX_DIMS]; /* meta.json "dims", in order, after world-size expressions */
     int root;                    /* meta.json "root" (rooted collectives), else 0 */
+    int n_params;
+    double params[PK_MAX_PARAMS]; /* meta.json "params", in order, as this call sees them */
 } pk_problem_call;
+
+/* A custom checker's verdict on one output of one call on this rank. */
+typedef struct pk_check_report {
+    int passed;
+    long long bad_index; /* first failing element, -1 if none */
+    double expected, got;
+    double max_abs, max_rel;
+} pk_check_report;
 
 typedef struct pk_problem_module {
     unsigned abi_version; /* PK_PROBLEM_ABI_VERSION */
@@ -45,8 +61,18 @@ typedef struct pk_problem_module {
     int (*reference)(const pk_problem_call *call);
     /* Calls the candidate's entry point `fn` with the problem's exact C signature. */
     int (*invoke)(void *fn, const pk_problem_call *call);
-    /* Optional: fills the inputs for (seed, trial) on ctx->rank. NULL: the generic generator. */
+    /* Optional: adjusts the inputs for (seed, trial) on ctx->rank after the generic generators
+     * (e.g. values that must be consistent across arguments). Enqueues its work on ctx->stream. */
     int (*generate)(const pk_problem_call *call, uint64_t seed, int trial);
+    /* Version 2. Optional: once per rank after the communicator and arena exist, before any
+     * call (cuBLAS handles, workspaces, sub-communicators), and once at the end. */
+    int (*init)(const pk_ctx *ctx);
+    void (*fini)(const pk_ctx *ctx);
+    /* Optional: checks output `arg` of a call whose outputs are in `got` against the reference's
+     * in `want` (same inputs, same ctx), for outputs with "checker": "custom" (e.g. top-k with
+     * ties). Device pointers; may synchronize ctx->stream. Returns 0 when it ran. */
+    int (*check)(const pk_problem_call *want, const pk_problem_call *got, int arg,
+                 pk_check_report *out);
 } pk_problem_module;
 
 #ifdef __cplusplus

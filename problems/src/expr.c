@@ -2,6 +2,7 @@
 #include "pk_expr.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <string.h>
 
 typedef struct parser {
@@ -76,7 +77,7 @@ static int parse_product(parser *ps, long long *out) {
     for (;;) {
         skip_space(ps);
         char op = *ps->p;
-        if (op != '*' && op != '/')
+        if (op != '*' && op != '/' && op != '%')
             return PK_OK;
         ps->p++;
         long long rhs;
@@ -88,7 +89,9 @@ static int parse_product(parser *ps, long long *out) {
         } else {
             if (rhs == 0)
                 return fail(ps, "division by zero");
-            *out /= rhs;
+            if (*out == LLONG_MIN && rhs == -1)
+                return fail(ps, "integer overflow");
+            *out = op == '/' ? *out / rhs : *out % rhs;
         }
     }
 }
@@ -112,13 +115,39 @@ static int parse_sum(parser *ps, long long *out) {
     }
 }
 
+/* A comparison (== != < <= > >=) of two sums is 1 or 0: constraints such as "K % world == 0". */
+static int parse_compare(parser *ps, long long *out) {
+    if (parse_sum(ps, out))
+        return PK_ERR_INVALID;
+    skip_space(ps);
+    static const char *const ops[] = {"==", "!=", "<=", ">=", "<", ">"};
+    for (int k = 0; k < 6; k++) {
+        size_t len = strlen(ops[k]);
+        if (strncmp(ps->p, ops[k], len) != 0)
+            continue;
+        ps->p += len;
+        long long rhs;
+        if (parse_sum(ps, &rhs))
+            return PK_ERR_INVALID;
+        long long a = *out;
+        *out = k == 0   ? a == rhs
+               : k == 1 ? a != rhs
+               : k == 2 ? a <= rhs
+               : k == 3 ? a >= rhs
+               : k == 4 ? a < rhs
+                        : a > rhs;
+        return PK_OK;
+    }
+    return PK_OK;
+}
+
 int pk_expr_eval(const char *text, const char *const *names, const long long *values, int n,
                  long long *out, pk_error *err) {
     if (!text || !out)
         return pk_error_set(err, PK_ERR_INVALID, "expression: NULL argument");
     parser ps = {text, text, names, values, n, err};
     long long v;
-    if (parse_sum(&ps, &v))
+    if (parse_compare(&ps, &v))
         return PK_ERR_INVALID;
     skip_space(&ps);
     if (*ps.p)

@@ -7,14 +7,14 @@
 #include <string.h>
 
 int pk_dtype_is_integer(pk_dtype t) {
-    return t == PK_DTYPE_I32 || t == PK_DTYPE_I64;
+    return t == PK_DTYPE_I32 || t == PK_DTYPE_I64 || t == PK_DTYPE_I8 || t == PK_DTYPE_U8;
 }
 
 void pk_gen_default(pk_dtype dtype, pk_gen_spec *out) {
     memset(out, 0, sizeof *out);
     if (pk_dtype_is_integer(dtype)) {
         out->kind = PK_GEN_INT;
-        strcpy(out->lo, "-16");
+        strcpy(out->lo, dtype == PK_DTYPE_U8 ? "0" : "-16");
         strcpy(out->hi, "16");
     } else {
         out->kind = PK_GEN_NORMAL;

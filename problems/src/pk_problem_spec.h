@@ -29,6 +29,21 @@ typedef struct pk_gen_spec {
     char lo[64], hi[64]; /* int: [lo, hi]; index: hi; expressions over dims and world */
 } pk_gen_spec;
 
+/* How an output is judged. */
+typedef enum pk_checker {
+    PK_CHECKER_ALLCLOSE = 0, /* |got - want| <= atol + atol_rms rms(want) + rtol |want|, no NaN */
+    PK_CHECKER_EXACT,        /* equal values (NaN never passes) */
+    PK_CHECKER_BUDGET,       /* allclose, but a share `budget` of elements may miss by max_ulp */
+    PK_CHECKER_CUSTOM,       /* the problem module's check() (ties, decision boundaries) */
+} pk_checker;
+
+/* A named scalar passed by value to the entry point and the reference (meta.json "params"). */
+typedef struct pk_param_spec {
+    char name[32];
+    char expr[128]; /* an integer expression over dims, world and trial, or "" */
+    double value;   /* when expr is "" */
+} pk_param_spec;
+
 typedef struct pk_arg_spec {
     char name[32];
     pk_dtype dtype;
@@ -37,6 +52,11 @@ typedef struct pk_arg_spec {
     pk_arg_check check;
     pk_gen_spec gen;   /* inputs and inouts */
     double atol, rtol; /* outputs: this argument's tolerance; < 0: the problem's */
+    /* outputs: how they are judged (meta.json "checker") */
+    pk_checker checker;
+    double atol_rms; /* adds atol_rms x rms(reference output) to atol */
+    double budget;   /* PK_CHECKER_BUDGET: share of elements allowed outside the tolerance... */
+    int max_ulp;     /* ...each at most this many representable values away */
 } pk_arg_spec;
 
 /* The number format a roofline phase's math runs in; its flops count at that format's peak. */
@@ -82,6 +102,14 @@ struct pk_problem {
     pk_string_list allowed_calls, forbidden_calls, tags;
     int n_phases;
     pk_phase_spec phases[PK_SPEC_MAX_PHASES];
+    int n_params;
+    pk_param_spec params[PK_MAX_PARAMS];
+    pk_string_list constraints; /* expressions over dims and world that must be 1 */
+    int link_cublas;            /* "libraries": ["cublas"]: candidates may call cuBLAS(Lt) */
+    /* Named dims overrides ("dims_presets": {"pkb": {...}}); pkgym check --dims NAME. */
+    int n_presets;
+    char preset_names[4][16];
+    char *preset_json[4]; /* the preset's object, as JSON text */
 };
 
 /* Sizes of one problem at one world size. */
@@ -98,8 +126,15 @@ typedef struct pk_problem_sizes {
 int pk_problem_load_dir(const char *dir, const char *suite, const char *name,
                         const char *module_dir, pk_problem **out, pk_error *err);
 void pk_problem_free(pk_problem *p);
-/* Evaluates dims, counts and roofline inputs at `world` ranks (world must be allowed). */
+/* Evaluates dims, counts and roofline inputs at `world` ranks (world must be allowed), after
+ * the constraints hold. */
 int pk_problem_sizes_at(const pk_problem *p, int world, pk_problem_sizes *out, pk_error *err);
+/* Overrides dims (before sizes are evaluated): "NAME=VALUE,..." or a preset's name. The loaded
+ * problem is changed; the constraints are checked again at every allowed world size. */
+int pk_problem_override_dims(pk_problem *p, const char *spec, pk_error *err);
+/* Values of the params for one call: key is the trial (or the harness's call key). */
+int pk_problem_params_at(const pk_problem *p, const pk_problem_sizes *sz, long long key,
+                         double *out, pk_error *err);
 int pk_problem_world_allowed(const pk_problem *p, int world);
 
 size_t pk_dtype_size(pk_dtype t);

@@ -1,4 +1,5 @@
 /* Reads problems/<suite>/<id>/meta.json (jansson) and prompt.md into a pk_problem. */
+#include "pk_problem_extras.h"
 #include "pk_problem_spec.h"
 
 #include <jansson.h>
@@ -102,12 +103,44 @@ static int load_tolerance(loader *ld, json_t *o, const char *field, double *atol
     return PK_OK;
 }
 
-/* An argument's generator (inputs) and tolerance (outputs). */
+/* "checker": "allclose" (default), "exact", "custom", or {"budget": share, "max_ulp": n}. */
+static int load_checker(loader *ld, json_t *a, pk_arg_spec *s) {
+    json_t *c = json_object_get(a, "checker"), *rms = json_object_get(a, "atol_rms");
+    s->checker = PK_CHECKER_ALLCLOSE;
+    if (rms && (!json_is_number(rms) || json_number_value(rms) < 0))
+        return bad(ld, "args.atol_rms", "must be a non-negative number");
+    s->atol_rms = rms ? json_number_value(rms) : 0;
+    if (!c)
+        return PK_OK;
+    if (json_is_object(c)) {
+        json_t *b = json_object_get(c, "budget"), *u = json_object_get(c, "max_ulp");
+        if (!json_is_number(b) || json_number_value(b) < 0 || json_number_value(b) > 0.5 ||
+            (u && (!json_is_integer(u) || json_integer_value(u) < 0)))
+            return bad(ld, "args.checker", "budget needs a share in [0, 0.5] and max_ulp >= 0");
+        s->checker = PK_CHECKER_BUDGET;
+        s->budget = json_number_value(b);
+        s->max_ulp = u ? (int)json_integer_value(u) : 1;
+        return PK_OK;
+    }
+    const char *name = json_string_value(c);
+    if (name && strcmp(name, "allclose") == 0)
+        s->checker = PK_CHECKER_ALLCLOSE;
+    else if (name && strcmp(name, "exact") == 0)
+        s->checker = PK_CHECKER_EXACT;
+    else if (name && strcmp(name, "custom") == 0)
+        s->checker = PK_CHECKER_CUSTOM;
+    else
+        return bad(ld, "args.checker",
+                   "allclose, exact, custom, or {\"budget\": share, \"max_ulp\": n}");
+    return PK_OK;
+}
+
+/* An argument's generator (inputs), tolerance and checker (outputs). */
 static int load_arg_extras(loader *ld, json_t *a, pk_arg_spec *s) {
     char gen[160];
     s->atol = s->rtol = -1;
     if (copy_string(ld, a, "gen", gen, sizeof gen, 0) ||
-        load_tolerance(ld, a, "args.tolerance", &s->atol, &s->rtol))
+        load_tolerance(ld, a, "args.tolerance", &s->atol, &s->rtol) || load_checker(ld, a, s))
         return PK_ERR_INVALID;
     if (!gen[0]) {
         pk_gen_default(s->dtype, &s->gen);
@@ -140,7 +173,8 @@ static int load_args(loader *ld, json_t *root, pk_problem *p) {
             return PK_ERR_INVALID;
         int t = pk_dtype_from_name(dtype);
         if (t < 0)
-            return bad(ld, "args.dtype", "unknown dtype (bf16, f16, f32, f64, i32, i64)");
+            return bad(ld, "args.dtype",
+                       "unknown dtype (bf16, f16, f32, f64, i32, i64, f8e4m3, i8, u8)");
         s->dtype = (pk_dtype)t;
         if (strcmp(role, "input") == 0)
             s->role = PK_ARG_INPUT;
@@ -284,9 +318,12 @@ static int load_fields(loader *ld, json_t *root, pk_problem *p) {
     p->l2_multiple = json_is_number(l2) ? json_number_value(l2) : 3.0;
     if (get_list(ld, root, "allowed_calls", &p->allowed_calls) ||
         get_list(ld, root, "forbidden_calls", &p->forbidden_calls) ||
-        get_list(ld, root, "tags", &p->tags))
+        get_list(ld, root, "tags", &p->tags) || get_list(ld, root, "constraints", &p->constraints))
         return PK_ERR_INVALID;
-    return load_dims(ld, root, p) || load_args(ld, root, p) || load_roofline(ld, root, p);
+    return load_dims(ld, root, p) || load_args(ld, root, p) || load_roofline(ld, root, p) ||
+           pk_load_params(ld->file, root, p, ld->err) ||
+           pk_load_libraries(ld->file, root, p, ld->err) ||
+           pk_load_presets(ld->file, root, p, ld->err);
 }
 
 static char *join3(const char *a, const char *b, const char *c) {
@@ -329,6 +366,10 @@ int pk_problem_load_dir(const char *dir, const char *suite, const char *name,
     }
     if (rc == PK_OK)
         rc = load_fields(&ld, root, p);
+    if (rc == PK_OK)
+        rc = pk_append_reference(meta_path, root, p, err);
+    if (rc == PK_OK)
+        rc = pk_check_constraints(p, err);
     if (rc == PK_OK && module_dir) {
         char *file = malloc(strlen(suite) + strlen(name) + 16);
         if (file) {
@@ -364,6 +405,9 @@ void pk_problem_free(pk_problem *p) {
     free_list(&p->allowed_calls);
     free_list(&p->forbidden_calls);
     free_list(&p->tags);
+    free_list(&p->constraints);
+    for (int i = 0; i < p->n_presets; i++)
+        free(p->preset_json[i]);
     free(p);
 }
 

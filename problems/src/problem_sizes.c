@@ -27,6 +27,14 @@ int pk_problem_sizes_at(const pk_problem *p, int world, pk_problem_sizes *out, p
         names[n] = p->dim_names[i];
         vals[n++] = out->dims[i];
     }
+    for (int i = 0; i < p->constraints.n; i++) {
+        long long ok = 0;
+        if (pk_expr_eval(p->constraints.items[i], names, vals, n, &ok, err))
+            return PK_ERR_INVALID;
+        if (!ok)
+            return pk_error_set(err, PK_ERR_INVALID, "%s: constraint \"%s\" fails at world size %d",
+                                p->id, p->constraints.items[i], world);
+    }
     for (int i = 0; i < p->n_args; i++) {
         long long c;
         if (pk_expr_eval(p->args[i].count, names, vals, n, &c, err))

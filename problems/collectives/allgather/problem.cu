@@ -11,7 +11,7 @@ static int reference(const pk_problem_call *call) {
 }
 
 extern "C" const pk_problem_module *pk_problem_module_v1(void) {
-    static const pk_problem_module module = {PK_PROBLEM_ABI_VERSION, reference, pk_coll_invoke,
-                                             NULL};
+    static const pk_problem_module module = {
+        PK_PROBLEM_ABI_VERSION, reference, pk_coll_invoke, NULL, NULL, NULL, NULL};
     return &module;
 }

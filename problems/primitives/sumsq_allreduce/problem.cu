@@ -56,6 +56,7 @@ static int invoke(void *fn, const pk_problem_call *c) {
 }
 
 extern "C" const pk_problem_module *pk_problem_module_v1(void) {
-    static const pk_problem_module module = {PK_PROBLEM_ABI_VERSION, reference, invoke, NULL};
+    static const pk_problem_module module = {
+        PK_PROBLEM_ABI_VERSION, reference, invoke, NULL, NULL, NULL, NULL};
     return &module;
 }

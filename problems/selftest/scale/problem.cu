@@ -15,7 +15,8 @@ static int invoke(void *fn, const pk_problem_call *c) {
     return ((entry_fn)fn)(c->ctx, (const float *)c->args[0], (float *)c->args[1], c->counts[0]);
 }
 
-static const pk_problem_module module = {PK_PROBLEM_ABI_VERSION, reference, invoke, NULL};
+static const pk_problem_module module = {
+    PK_PROBLEM_ABI_VERSION, reference, invoke, NULL, NULL, NULL, NULL};
 
 extern "C" const pk_problem_module *pk_problem_module_v1(void) {
     return &module;

@@ -29,7 +29,8 @@ static int invoke(void *fn, const pk_problem_call *c) {
                           static_cast<float *>(c->args[1]), (size_t)c->dims[0], (size_t)c->dims[1]);
 }
 
-static const pk_problem_module module = {PK_PROBLEM_ABI_VERSION, reference, invoke, NULL};
+static const pk_problem_module module = {
+    PK_PROBLEM_ABI_VERSION, reference, invoke, NULL, NULL, NULL, NULL};
 
 extern "C" const pk_problem_module *pk_problem_module_v1(void) {
     return &module;
