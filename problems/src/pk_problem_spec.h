@@ -71,7 +71,6 @@ int pk_problem_load_dir(const char *dir, const char *suite, const char *name,
 void pk_problem_free(pk_problem *p);
 /* Evaluates dims, counts and roofline inputs at `world` ranks (world must be allowed). */
 int pk_problem_sizes_at(const pk_problem *p, int world, pk_problem_sizes *out, pk_error *err);
-int pk_problem_world_allowed(const pk_problem *p, int world);
 
 size_t pk_dtype_size(pk_dtype t);
 const char *pk_dtype_name(pk_dtype t);
