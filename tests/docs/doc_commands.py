@@ -112,11 +112,6 @@ def options(text):
     return set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text))
 
 
-def pkgym_sub(words):
-    """The subcommand of a pkgym command line (`problems list` has its own words)."""
-    return words[0] if words else ""
-
-
 def check_options(cmd, where):
     """Every --option of every pkgym invocation in cmd exists in its --help."""
     for m in re.finditer(r"(?:^|[\s;&|(`])(?:build/env/)?pkgym\s+([a-z]+)([^;&|`]*)", cmd):
