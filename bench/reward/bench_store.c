@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < turns; i++) {
         pk_turn_row t = {.episode_id = "bench",
-                         .turn = i,
+                         .turn = i + 1,
                          .action = action,
                          .code = code,
                          .summary = "plan",

@@ -34,7 +34,13 @@ static void usage(FILE *f) {
             "  --queue-limit N         evaluations queued at most (default 1024)\n"
             "  --gpus LIST             GPU indices, e.g. 0,1, or 'none' (default: all)\n"
             "  --shutdown-grace-ms N   time given to in-flight work on SIGINT/SIGTERM "
-            "(default 10000)\n",
+            "(default 10000)\n"
+            "  --remeasure-baseline    time the reference on every step; never use the baseline\n"
+            "                          cache (DIR/cache/baseline)\n"
+            "  --baseline-max-cv X     a cached baseline whose CV is above X is measured again,\n"
+            "                          and a measurement above X is not cached (default 0.1)\n"
+            "  --baseline-max-age-s S  a cached baseline older than S seconds is measured again\n"
+            "                          (default 86400)\n",
             PK_DEFAULT_ENDPOINT, PK_DEFAULT_PROBLEMS_DIR, PK_DEFAULT_MODULES_DIR,
             PK_DEFAULT_DATA_DIR);
 }
@@ -70,12 +76,28 @@ static int parse_gpus(const char *v, pk_server_opts *o) {
     return rc;
 }
 
+static int parse_positive(const char *opt, const char *v, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || !(x > 0) || x > 1e12) {
+        fprintf(stderr, "pkgym serve: %s wants a positive number, got '%s'\n", opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 /* Returns 0, 1 for --help, -1 on a bad option. */
 static int parse_args(int argc, char **argv, pk_server_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return 1;
+        if (strcmp(a, "--remeasure-baseline") == 0) {
+            o->remeasure_baseline = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "pkgym serve: unknown option or missing value: %s\n", a);
             return -1;
@@ -117,6 +139,10 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
             rc = parse_gpus(v, o);
         else if (strcmp(a, "--shutdown-grace-ms") == 0)
             rc = parse_long(a, v, 0, 3600000, &n), o->shutdown_grace_ms = (int)n;
+        else if (strcmp(a, "--baseline-max-cv") == 0)
+            rc = parse_positive(a, v, &o->baseline_max_cv);
+        else if (strcmp(a, "--baseline-max-age-s") == 0)
+            rc = parse_positive(a, v, &o->baseline_max_age_s);
         else {
             fprintf(stderr, "pkgym serve: unknown option %s (see --help)\n", a);
             return -1;

@@ -46,12 +46,17 @@ static int apply_feedback(pk_episode *e, const json_t *feedback, const json_t *d
     if (rc == PK_OK)
         rc = pk_summarizer_set_problem(e->summarizer, pk_problem_id(e->problem),
                                        pk_problem_entry(e->problem), &sub);
-    if (rc) {
-        json_decref(merged);
+    json_decref(merged);
+    if (rc)
         return pk_error_set(err, rc == PK_ERR_NOMEM ? PK_ERR_NOMEM : PK_ERR_INVALID,
                             "options.feedback: %s", sub.message);
-    }
-    json_object_set_new(settings, "feedback", merged);
+    /* Every setting in effect, the summarizer's defaults included, not only those given. */
+    char *eff_text = pk_summarizer_settings_json(e->summarizer);
+    json_t *eff = eff_text ? json_loads(eff_text, 0, NULL) : NULL;
+    free(eff_text);
+    if (!eff)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    json_object_set_new(settings, "feedback", eff);
     return PK_OK;
 }
 
@@ -62,6 +67,25 @@ static int int_in(const json_t *v, const char *name, long long lo, long long hi,
                             "options.check.%s must be an integer in [%lld, %lld]", name, lo, hi);
     *out = (int)json_integer_value(v);
     return PK_OK;
+}
+
+/* options.check.world_size: one of the problem's world sizes (whether the server has that many
+ * GPUs is checked by reset). */
+static int world_size_in(const pk_episode *e, const json_t *v, int *out, pk_error *err) {
+    int sizes[16], n = pk_problem_world_sizes(e->problem, sizes, 16);
+    json_int_t w = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (w >= 1 && w <= 64 && pk_problem_world_allowed(e->problem, (int)w)) {
+        *out = (int)json_integer_value(v);
+        return PK_OK;
+    }
+    pk_strbuf list = {0};
+    for (int i = 0; i < n && i < 16; i++)
+        pk_strbuf_printf(&list, "%s%d", i ? ", " : "", sizes[i]);
+    pk_error_set(err, PK_ERR_INVALID,
+                 "options.check.world_size must be one of the world sizes of %s: %s",
+                 pk_problem_id(e->problem), list.data ? list.data : "?");
+    pk_strbuf_free(&list);
+    return PK_ERR_INVALID;
 }
 
 static int apply_check(pk_episode *e, const json_t *check, json_t *settings, pk_error *err) {
@@ -78,6 +102,8 @@ static int apply_check(pk_episode *e, const json_t *check, json_t *settings, pk_
             rc = int_in(v, key, 1, MAX_TIMEOUT_MS, &e->eval.compile_timeout_ms, err);
         else if (strcmp(key, "run_timeout_ms") == 0)
             rc = int_in(v, key, 1, MAX_TIMEOUT_MS, &e->eval.run_timeout_ms, err);
+        else if (strcmp(key, "world_size") == 0)
+            rc = world_size_in(e, v, &e->eval.world_size, err);
         else if (strcmp(key, "skip_timing") == 0) {
             if (!json_is_boolean(v))
                 rc = pk_error_set(err, PK_ERR_INVALID, "options.check.skip_timing must be a bool");
@@ -86,19 +112,20 @@ static int apply_check(pk_episode *e, const json_t *check, json_t *settings, pk_
         } else
             rc = pk_error_set(err, PK_ERR_INVALID,
                               "options.check.%s: unknown key (trials, skip_timing, "
-                              "compile_timeout_ms, run_timeout_ms)",
+                              "compile_timeout_ms, run_timeout_ms, world_size)",
                               key);
         if (rc)
             return rc;
     }
     /* 0 means "the problem's or the harness's default": reported as null. */
     json_t *eff = json_pack(
-        "{s:o, s:b, s:o, s:o}", "trials",
+        "{s:o, s:b, s:o, s:o, s:i}", "trials",
         e->eval.trials ? json_integer(e->eval.trials) : json_null(), "skip_timing",
         e->eval.skip_timing, "compile_timeout_ms",
         e->eval.compile_timeout_ms ? json_integer(e->eval.compile_timeout_ms) : json_null(),
         "run_timeout_ms",
-        e->eval.run_timeout_ms ? json_integer(e->eval.run_timeout_ms) : json_null());
+        e->eval.run_timeout_ms ? json_integer(e->eval.run_timeout_ms) : json_null(), "world_size",
+        e->eval.world_size ? e->eval.world_size : pk_problem_world_size(e->problem));
     if (!eff)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     json_object_set_new(settings, "check", eff);

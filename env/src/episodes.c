@@ -39,6 +39,7 @@ void pk_episode_remove(pk_episode_table *t, pk_episode *e) {
 }
 
 void pk_turn_record_free(pk_turn_record *r) {
+    free(r->prompt);
     free(r->action);
     free(r->summary);
     free(r->code);

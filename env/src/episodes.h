@@ -15,6 +15,7 @@
 #define PK_EPISODE_ID_LEN 32 /* hex characters */
 
 typedef struct pk_turn_record {
+    char *prompt; /* the prompt this turn's action answered, exactly as sent */
     char *action;
     char *summary;
     char *code;
@@ -22,6 +23,7 @@ typedef struct pk_turn_record {
     char *result_json;
     pk_status status;
     double score;
+    pk_reward_parts parts; /* score's terms, for the step reply */
     double started_at, finished_at;
 } pk_turn_record;
 
@@ -31,15 +33,15 @@ typedef struct pk_pending_step {
     char *id_raw;
     size_t id_len;
     struct pk_episode *ep;
-    pk_turn_record turn; /* action, summary, code, started_at filled at submit */
+    pk_turn_record turn; /* prompt, action, summary, code, started_at filled at submit */
 } pk_pending_step;
 
 typedef struct pk_episode {
     char id[PK_EPISODE_ID_LEN + 1];
     const pk_problem *problem;
     char *group;
-    long long seed;
-    int has_seed;
+    long long seed; /* the client's, or drawn at reset (seed_drawn): always in effect */
+    int seed_drawn;
     int max_turns;
     int stop_on_correct;
     pk_reward_config reward;

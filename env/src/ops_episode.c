@@ -1,6 +1,7 @@
 /* Episode lifecycle ops: reset, close, trajectory. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "episode_options.h"
 #include "pk_client.h"
@@ -8,18 +9,43 @@
 
 #define DEFAULT_MAX_TURNS 4
 #define MAX_GROUP_LEN 256
+#define DRAWN_SEED_MASK ((1ull << 53) - 1) /* exact in every JSON reader's doubles */
+
+/* A seed for an episode the client did not seed: drawn, then stored and reported like a
+ * client's, so that every episode can be replayed. */
+static int draw_seed(long long *seed) {
+    uint64_t v;
+    if (getrandom(&v, sizeof v, 0) != sizeof v)
+        return -1;
+    *seed = (long long)(v & DRAWN_SEED_MASK);
+    return 0;
+}
 
 /* Reads reset's scalar fields into e; replies and returns -1 on a bad one. */
 static int read_reset_fields(pk_call *c, pk_episode *e, json_t **options) {
     pk_error err;
     long long v;
-    int present;
+    int present, has_seed;
     *options = NULL;
-    if (pk_request_int(c->req, "seed", &e->seed, &e->has_seed, &err) ||
+    if (pk_request_int(c->req, "seed", &e->seed, &has_seed, &err) ||
         pk_request_int(c->req, "max_turns", &v, &present, &err) ||
         pk_request_str(c->req, "group", 0, MAX_GROUP_LEN, &e->group, &err)) {
         pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
         return -1;
+    }
+    if (has_seed && e->seed < 0) {
+        /* -1 once meant "none" in the store: a client's seed is never negative. */
+        pk_call_error(c, PK_E_BAD_REQUEST,
+                      "field 'seed' must be in [0, 2^63 - 1]; leave it out (or nil) and the server "
+                      "draws one, reported in info.settings.seed");
+        return -1;
+    }
+    if (!has_seed) {
+        if (draw_seed(&e->seed)) {
+            pk_call_error(c, PK_E_INTERNAL, "cannot draw a seed (getrandom failed)");
+            return -1;
+        }
+        e->seed_drawn = 1;
     }
     e->max_turns = DEFAULT_MAX_TURNS;
     if (present) {
@@ -59,7 +85,7 @@ static pk_store_job *begin_job(const pk_episode *e) {
         .episode_id = strdup(e->id),
         .problem_id = strdup(pk_problem_id(e->problem)),
         .group = dup_or_null(e->group),
-        .seed = e->has_seed ? e->seed : -1,
+        .seed = e->seed,
         .max_turns = e->max_turns,
         .config_json = json_dumps(e->settings, JSON_COMPACT),
         .created_at = pk_wall_time_s(),
@@ -110,13 +136,17 @@ void pk_op_reset(pk_call *c) {
     int world = e->eval.world_size > 0 ? e->eval.world_size : pk_problem_world_size(p);
     if (pk_problem_needs_gpu(p) && world > s->sched_gpus) {
         pk_call_error(c, PK_E_BAD_REQUEST,
-                      "problem '%s' needs %d GPUs; this server has %d (hello.gpus)",
-                      pk_problem_id(p), world, s->sched_gpus);
+                      "problem '%s' needs %d GPUs%s; this server has %d "
+                      "(hello.gpu_slots)",
+                      pk_problem_id(p), world,
+                      e->eval.world_size > 0 ? " at options.check.world_size" : "", s->sched_gpus);
         pk_episode_free(e);
         return;
     }
     json_object_set_new(e->settings, "max_turns", json_integer(e->max_turns));
-    json_object_set_new(e->settings, "seed", e->has_seed ? json_integer(e->seed) : json_null());
+    json_object_set_new(e->settings, "seed", json_integer(e->seed));
+    json_object_set_new(e->settings, "seed_source",
+                        json_string(e->seed_drawn ? "drawn" : "client"));
     json_object_set_new(e->settings, "group", e->group ? json_string(e->group) : json_null());
     e->prompt =
         pk_utf8_sanitize_take(pk_summarizer_first_prompt(e->summarizer, pk_problem_prompt(p)));
@@ -185,12 +215,13 @@ json_t *pk_returns_json(const pk_episode *e) {
     return a;
 }
 
-/* One turn of the reply: the same fields for a turn in memory and one read from the store. */
+/* One turn of the reply: the same fields for a turn in memory and one read from the store.
+ * t->turn is 1-based in both. */
 static json_t *turn_json(const pk_turn_row *t) {
     json_t *result = t->result_json ? json_loads(t->result_json, 0, NULL) : NULL;
-    return json_pack("{s:i, s:s, s:s?, s:s?, s:s, s:f, s:o, s:s?, s:f, s:f}", "turn", t->turn + 1,
-                     "action", t->action, "summary", t->summary, "code", t->code, "status",
-                     pk_status_name(t->status), "score", t->score, "result",
+    return json_pack("{s:i, s:s?, s:s, s:s?, s:s?, s:s, s:f, s:o, s:s?, s:f, s:f}", "turn", t->turn,
+                     "prompt", t->prompt, "action", t->action, "summary", t->summary, "code",
+                     t->code, "status", pk_status_name(t->status), "score", t->score, "result",
                      result ? result : json_null(), "feedback", t->feedback, "started_at",
                      t->started_at, "finished_at", t->finished_at);
 }
@@ -210,7 +241,8 @@ static void memory_trajectory(pk_call *c, const pk_episode *e) {
     json_t *turns = json_array();
     for (int i = 0; turns && i < e->n_turns; i++) {
         const pk_turn_record *t = &e->turns[i];
-        pk_turn_row row = {.turn = i,
+        pk_turn_row row = {.turn = i + 1,
+                           .prompt = t->prompt,
                            .action = t->action,
                            .summary = t->summary,
                            .code = t->code,
@@ -226,9 +258,8 @@ static void memory_trajectory(pk_call *c, const pk_episode *e) {
                           .problem_id = pk_problem_id(e->problem),
                           .group = e->group,
                           .max_turns = e->max_turns};
-    pk_call_ok(c, trajectory_json(&row, e->has_seed ? json_integer(e->seed) : json_null(), e->done,
-                                  e->in_flight != NULL, json_incref(e->settings), turns,
-                                  pk_returns_json(e)));
+    pk_call_ok(c, trajectory_json(&row, json_integer(e->seed), e->done, e->in_flight != NULL,
+                                  json_incref(e->settings), turns, pk_returns_json(e)));
 }
 
 /* A closed or expired episode (or one of an earlier server run on this data dir): read back
@@ -243,8 +274,8 @@ static int stored_trajectory(pk_call *c, const char *id) {
     }
     if (!e)
         return 0;
-    /* The stored settings are the ones reset returned; they hold the seed (the seed column
-     * is -1 for "none", which a client could also have chosen). */
+    /* The stored settings are the ones reset returned; they hold the seed (in episodes stored
+     * before seeds were drawn, null for "none" where the seed column says -1). */
     json_t *settings = e->row.config_json ? json_loads(e->row.config_json, 0, NULL) : NULL;
     json_t *seed = json_object_get(settings, "seed");
     seed = seed ? json_incref(seed) : e->row.seed < 0 ? json_null() : json_integer(e->row.seed);

@@ -9,9 +9,15 @@ json_t *pk_problem_summary_json(const pk_problem *p) {
     json_t *tags = json_array();
     for (size_t i = 0; tags && i < pk_problem_tag_count(p); i++)
         json_array_append_new(tags, json_string(pk_problem_tag(p, i)));
-    return json_pack("{s:s, s:s, s:s, s:i, s:o}", "id", pk_problem_id(p), "title",
+    int sizes[16];
+    int n = pk_problem_world_sizes(p, sizes, 16);
+    json_t *world_sizes = json_array();
+    for (int i = 0; world_sizes && i < n && i < 16; i++)
+        json_array_append_new(world_sizes, json_integer(sizes[i]));
+    return json_pack("{s:s, s:s, s:s, s:i, s:o, s:b, s:o}", "id", pk_problem_id(p), "title",
                      pk_problem_title(p), "category", pk_problem_category(p), "world_size",
-                     pk_problem_world_size(p), "tags", tags);
+                     pk_problem_world_size(p), "world_sizes", world_sizes, "needs_gpu",
+                     pk_problem_needs_gpu(p), "tags", tags);
 }
 
 json_t *pk_limits_json(const pk_server *s) {
@@ -25,10 +31,11 @@ json_t *pk_limits_json(const pk_server *s) {
 
 void pk_op_hello(pk_call *c) {
     pk_server *s = c->s;
-    pk_call_ok(c, json_pack("{s:{s:s, s:s}, s:i, s:O, s:I, s:o}", "server", "name", "pkgym",
-                            "version", PK_VERSION, "protocol", 1, "gpus", s->gpus, "problems",
-                            (json_int_t)pk_problem_set_count(s->problems), "limits",
-                            pk_limits_json(s)));
+    pk_call_ok(c,
+               json_pack("{s:{s:s, s:s}, s:i, s:O, s:i, s:I, s:o}", "server", "name", "pkgym",
+                         "version", PK_VERSION, "protocol", 1, "gpus", s->gpus, "gpu_slots",
+                         s->sched_gpus, "problems", (json_int_t)pk_problem_set_count(s->problems),
+                         "limits", pk_limits_json(s)));
 }
 
 /* Reads the optional `tags` filter: an array of strings. */
@@ -121,9 +128,10 @@ void pk_op_stats(pk_call *c) {
                   st.queued_run, "compiling", st.compiling, "running", st.running);
     json_t *gpu = json_pack("{s:i, s:i, s:f, s:f}", "total", st.gpus_total, "busy", st.gpus_busy,
                             "busy_ms", st.gpu_busy_ms, "occupancy", occupancy);
-    json_t *cache = json_pack("{s:I, s:I, s:I}", "compile_hits", (json_int_t)st.compile_cache_hits,
-                              "compile_misses", (json_int_t)st.compile_cache_misses,
-                              "baseline_hits", (json_int_t)st.baseline_cache_hits);
+    json_t *cache = json_pack(
+        "{s:I, s:I, s:I, s:I}", "compile_hits", (json_int_t)st.compile_cache_hits, "compile_misses",
+        (json_int_t)st.compile_cache_misses, "baseline_hits", (json_int_t)st.baseline_cache_hits,
+        "baseline_stale", (json_int_t)st.baseline_cache_stale);
     json_t *requests =
         json_pack("{s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)n->requests, "bad",
                   (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,

@@ -42,15 +42,42 @@ static json_t *timed_or_null(int timed, double v) {
     return timed ? json_real(v) : json_null();
 }
 
+/* The baseline the speedup used: timed in this step or cached (then the reference was not
+ * timed), with its CV, repetitions and when it was measured. */
+static json_t *baseline_json(const pk_eval_result *r) {
+    const pk_baseline_used *b = &r->baseline;
+    if (!r->has_timing || !(b->us > 0))
+        return json_null();
+    return json_pack("{s:f, s:f, s:i, s:s, s:o}", "us", b->us, "cv", b->cv, "iters", b->iters,
+                     "source", b->cached ? "cached" : "measured", "measured_at",
+                     b->measured_at > 0 ? json_real(b->measured_at) : json_null());
+}
+
+/* The terms of `reward` (reward/src/score.c); they sum to it. */
+static json_t *reward_parts_json(const pk_reward_parts *p) {
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "correctness", p->correctness,
+                     "speedup_term", p->speedup_term, "speedup", p->speedup, "compile", p->compile,
+                     "run", p->run, "penalty_rejected", p->penalty_rejected, "penalty_format",
+                     p->penalty_format, "total", p->total);
+}
+
 static json_t *step_info_base(const pk_episode *e, const pk_eval_result *r) {
     int timed = r->has_timing && r->status == PK_STATUS_CORRECT;
-    return json_pack("{s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o}", "turn", e->n_turns,
-                     "status", pk_status_name(r->status), "correct", r->status == PK_STATUS_CORRECT,
-                     "reason", text_json(r->reason), "speedup", timed_or_null(timed, r->speedup),
-                     "time_us", timed_or_null(r->has_timing, r->candidate.median_us), "baseline_us",
-                     timed_or_null(r->has_timing, r->reference.median_us), "compile_ms",
-                     r->stages.compile_ms, "run_ms", r->stages.run_ms, "checks", checks_json(r),
-                     "returns", pk_returns_json(e));
+    /* Results of older harness builds lack `baseline`: the reference time is the baseline. */
+    double base_us = r->baseline.us > 0 ? r->baseline.us : r->reference.median_us;
+    const pk_turn_record *t = &e->turns[e->n_turns - 1];
+    json_t *info = json_pack("{s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o}",
+                             "turn", e->n_turns, "status", pk_status_name(r->status), "correct",
+                             r->status == PK_STATUS_CORRECT, "reason", text_json(r->reason),
+                             "speedup", timed_or_null(timed, r->speedup), "time_us",
+                             timed_or_null(r->has_timing, r->candidate.median_us), "time_cv",
+                             timed_or_null(r->has_timing, r->candidate.cv), "baseline_us",
+                             timed_or_null(r->has_timing, base_us), "baseline", baseline_json(r),
+                             "compile_ms", r->stages.compile_ms, "run_ms", r->stages.run_ms,
+                             "checks", checks_json(r), "returns", pk_returns_json(e));
+    if (info)
+        json_object_set_new(info, "reward_parts", reward_parts_json(&t->parts));
+    return info;
 }
 
 /* With both rooflines of the problem on this GPU (docs/problems.md), null when it has none. */
@@ -90,7 +117,8 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
     int rc = pk_turn_facts_from_result_json(t->result_json, &facts, err);
     if (rc)
         return rc;
-    t->score = pk_reward_score(&e->reward, &facts);
+    pk_reward_breakdown(&e->reward, &facts, &t->parts);
+    t->score = t->parts.total;
     return PK_OK;
 }
 
@@ -121,7 +149,8 @@ static pk_store_job *turn_job(const pk_episode *e) {
         return NULL;
     j->has_turn = 1;
     j->turn = (pk_turn_row){.episode_id = strdup(e->id),
-                            .turn = e->n_turns - 1,
+                            .turn = e->n_turns, /* 1-based, as in the step reply */
+                            .prompt = dup_or_null(t->prompt),
                             .action = dup_or_null(t->action),
                             .summary = dup_or_null(t->summary),
                             .code = dup_or_null(t->code),
@@ -131,9 +160,10 @@ static pk_store_job *turn_job(const pk_episode *e) {
                             .feedback = dup_or_null(t->feedback),
                             .started_at = t->started_at,
                             .finished_at = t->finished_at};
-    int missing = !j->turn.episode_id || (t->action && !j->turn.action) ||
-                  (t->summary && !j->turn.summary) || (t->code && !j->turn.code) ||
-                  (t->result_json && !j->turn.result_json) || (t->feedback && !j->turn.feedback);
+    int missing = !j->turn.episode_id || (t->prompt && !j->turn.prompt) ||
+                  (t->action && !j->turn.action) || (t->summary && !j->turn.summary) ||
+                  (t->code && !j->turn.code) || (t->result_json && !j->turn.result_json) ||
+                  (t->feedback && !j->turn.feedback);
     if (!missing && e->done && e->returns) {
         j->returns = malloc((size_t)e->n_turns * sizeof *j->returns);
         missing = !j->returns;
@@ -320,6 +350,13 @@ void pk_op_step(pk_call *c) {
     p->turn.code = pk_utf8_sanitize_take(pa.code);
     pa.summary = pa.code = NULL;
     p->turn.started_at = pk_wall_time_s();
+    /* What the model saw for this turn, stored with it (SFT, debugging). */
+    p->turn.prompt = e->prompt ? strdup(e->prompt) : NULL;
+    if (e->prompt && !p->turn.prompt) {
+        pk_call_error(c, PK_E_INTERNAL, "out of memory");
+        free_pending(p);
+        return;
+    }
     e->in_flight = p;
     e->last_active_ms = pk_now_ms();
     s->n.steps_in_flight++;
@@ -337,8 +374,11 @@ void pk_op_step(pk_call *c) {
     }
     pk_parsed_action_free(&pa);
     pk_eval_opts opts = e->eval;
-    if (e->has_seed)
-        opts.seed = splitmix64((uint64_t)e->seed ^ splitmix64((uint64_t)e->n_turns + 1));
+    /* Every episode has a seed (the client's or one drawn at reset): each step's input seed
+     * follows from it and the turn, so the episode can be replayed. 0 would mean "draw one". */
+    opts.seed = splitmix64((uint64_t)e->seed ^ splitmix64((uint64_t)e->n_turns + 1));
+    if (!opts.seed)
+        opts.seed = 1;
     uint64_t ticket;
     int rc = pk_scheduler_submit(s->sched, e->problem, p->turn.code, &opts, p, &ticket, &err);
     if (rc) {

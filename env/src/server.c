@@ -32,6 +32,8 @@ void pk_server_opts_default(pk_server_opts *o) {
     o->queue_limit = 1024;
     o->n_gpus = -1;
     o->shutdown_grace_ms = 10000;
+    o->baseline_max_cv = 0.1;
+    o->baseline_max_age_s = 86400;
 }
 
 json_t *pk_error_body(const char *code, const char *message) {
@@ -447,6 +449,9 @@ static int init_sockets(pk_server *s, pk_error *err) {
         memcpy(so.gpus, s->opts.gpus, sizeof so.gpus);
     }
     so.n_gpus = n_gpus;
+    so.remeasure_baseline = s->opts.remeasure_baseline;
+    so.baseline_max_cv = s->opts.baseline_max_cv;
+    so.baseline_max_age_s = s->opts.baseline_max_age_s;
     s->sched_gpus = n_gpus;
     char *cache = pk_path_join(s->opts.data_dir, "cache");
     so.cache_dir = cache;

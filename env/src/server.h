@@ -38,6 +38,9 @@ typedef struct pk_server_opts {
     int n_gpus; /* -1: every GPU NVML reports */
     int gpus[PK_SCHED_MAX_GPUS];
     int shutdown_grace_ms;
+    int remeasure_baseline;    /* time the reference on every step (no baseline cache reads) */
+    double baseline_max_cv;    /* cached baselines noisier than this are measured again */
+    double baseline_max_age_s; /* ... and older ones */
 } pk_server_opts;
 
 void pk_server_opts_default(pk_server_opts *o);

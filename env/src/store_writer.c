@@ -29,6 +29,7 @@ void pk_store_job_free(pk_store_job *j) {
     free((char *)j->begin.config_json);
     free((char *)j->begin.task_prompt);
     free((char *)j->turn.episode_id);
+    free((char *)j->turn.prompt);
     free((char *)j->turn.action);
     free((char *)j->turn.summary);
     free((char *)j->turn.code);

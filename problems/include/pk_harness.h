@@ -70,6 +70,16 @@ typedef struct pk_stage_times {
     double run_teardown_ms; /* inside run_setup_ms: freeing buffers and communicators */
 } pk_stage_times;
 
+/* The baseline a speedup was computed against: the reference timed in this step, or a cached
+ * reference time (pk_eval_opts.baseline_us) with the facts of when and how well it was measured. */
+typedef struct pk_baseline_used {
+    double us;          /* 0 when there was no timing */
+    double cv;          /* its coefficient of variation; 0 when unknown */
+    int iters;          /* timed iterations behind it; 0 when unknown */
+    double measured_at; /* seconds since the epoch; 0 when unknown */
+    int cached;         /* 1: from the baseline cache (the reference was not timed this step) */
+} pk_baseline_used;
+
 typedef struct pk_eval_result {
     pk_status status;
     char reason[512]; /* one line: why this status (error, rule, mismatch summary) */
@@ -78,13 +88,17 @@ typedef struct pk_eval_result {
     int n_checks;
     pk_check_result checks[PK_EVAL_MAX_CHECKS];
 
-    int n_trials;
+    int n_trials; /* trials that ran: the first failing one ends the run */
+    /* Trials planned: the base (the problem's, or pk_eval_opts.trials) plus the runner's secret
+     * jitter of 0 to 2 once the run has reported. */
+    int trials_planned;
     pk_trial_verdict trials[PK_EVAL_MAX_TRIALS];
 
     int has_timing;
     pk_timing candidate;
-    pk_timing reference;
-    double speedup; /* reference.median_us / candidate.median_us; 0 unless timed */
+    pk_timing reference; /* all 0 when a cached baseline was used (not timed this step) */
+    double speedup;      /* baseline.us / candidate.median_us; 0 unless timed */
+    pk_baseline_used baseline;
     /* The problem's rooflines on this GPU (0 if none; docs/problems.md, "Roofline").
      * roofline_floor_us: the lower bound that even perfect overlap of compute, memory and
      * communication cannot beat; a median below 0.9 x it is rejected (rule roofline_floor).
@@ -129,7 +143,10 @@ typedef struct pk_eval_opts {
     int skip_timing;            /* correctness only */
     int reference_as_candidate; /* time the reference against itself (calibration) */
     double baseline_us;         /* > 0: use this cached baseline instead of timing the reference */
-    const char *launcher;       /* "fork", "mpi", or NULL for the problem's default */
+    double baseline_cv;         /* with baseline_us: its CV, repetitions and when it was taken */
+    int baseline_iters;         /* (copied into pk_eval_result.baseline; 0 when unknown) */
+    double baseline_measured_at;
+    const char *launcher; /* "fork", "mpi", or NULL for the problem's default */
     int keep_workdir;
     int world_size; /* 0: the problem's default; else one of its world_sizes */
     int no_warm;    /* pk_harness_evaluate: start the run only after the compile (no overlap) */

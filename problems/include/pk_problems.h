@@ -29,6 +29,10 @@ const char *pk_problem_title(const pk_problem *p);
 const char *pk_problem_category(const pk_problem *p);
 const char *pk_problem_suite(const pk_problem *p);
 int pk_problem_world_size(const pk_problem *p);
+/* 1 when the problem runs at `world` ranks (meta.json world_sizes). */
+int pk_problem_world_allowed(const pk_problem *p, int world);
+/* Its valid world sizes, ascending as listed: copies up to cap, returns how many there are. */
+int pk_problem_world_sizes(const pk_problem *p, int *out, int cap);
 int pk_problem_needs_gpu(const pk_problem *p);
 size_t pk_problem_tag_count(const pk_problem *p);
 const char *pk_problem_tag(const pk_problem *p, size_t i);

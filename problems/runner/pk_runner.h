@@ -189,6 +189,7 @@ typedef struct rn_report {
     double init_ms, arena_ms; /* slowest rank */
     int aborted;              /* warm mode: the harness said abort; nothing else is valid */
     int n_trials;
+    int trials_planned; /* the plan's (jittered) number of trials */
     pk_trial_verdict trials[PK_EVAL_MAX_TRIALS];
     int timed;
     pk_timing candidate, reference;

@@ -373,6 +373,7 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
 
 /* The correctness trials; returns 1 when all passed and no guard was touched. */
 static int run_trials(rank_state *rs, rn_report *rep, rank_step *all) {
+    rep->trials_planned = rs->plan.trials;
     for (int trial = 0; trial < rs->plan.trials; trial++) {
         rank_step st = {0};
         rn_check_trial(rs, trial, rs->plan.trial_slot[trial], &st);

@@ -55,8 +55,10 @@ static void print_feedback(const pk_eval_result *r) {
                r->trials[i].passed ? "pass" : "FAIL", r->trials[i].max_abs_err,
                r->trials[i].max_rel_err);
     if (r->has_timing)
-        printf("time: candidate %.2f us (cv %.3f), reference %.2f us (cv %.3f), speedup %.3f\n",
-               r->candidate.median_us, r->candidate.cv, r->reference.median_us, r->reference.cv,
+        printf("time: candidate %.2f us (cv %.3f), baseline %.2f us (cv %.3f, %s), speedup "
+               "%.3f\n",
+               r->candidate.median_us, r->candidate.cv, r->baseline.us, r->baseline.cv,
+               r->baseline.cached ? "cached: the reference was not timed" : "reference timed now",
                r->speedup);
     if (r->roofline_floor_us > 0 || r->roofline_no_overlap_us > 0)
         printf("roofline: floor %.2f us (perfect overlap; no kernel can beat it), no-overlap "

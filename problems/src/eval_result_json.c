@@ -64,6 +64,14 @@ char *pk_eval_result_to_json(const pk_eval_result *r) {
         "stdout_tail", text(r->stdout_tail), "stderr_tail", text(r->stderr_tail));
     if (!o)
         return NULL;
+    const pk_baseline_used *b = &r->baseline;
+    json_object_set_new(o, "trials_planned", json_integer(r->trials_planned));
+    json_object_set_new(o, "baseline",
+                        json_pack("{s:f,s:f,s:i,s:f,s:s}", "us", b->us, "cv", b->cv, "iters",
+                                  b->iters, "measured_at", b->measured_at, "source",
+                                  b->us <= 0  ? "none"
+                                  : b->cached ? "cached"
+                                              : "measured"));
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(o);
     return text;
@@ -161,6 +169,14 @@ int pk_eval_result_from_json(const char *json, pk_eval_result *r, pk_error *err)
          * where the two figures are equal. */
         r->roofline_floor_us = r->roofline_no_overlap_us = num(o, "roofline_us");
     }
+    r->trials_planned = integer(o, "trials_planned");
+    json_t *b = json_object_get(o, "baseline");
+    r->baseline.us = num(b, "us");
+    r->baseline.cv = num(b, "cv");
+    r->baseline.iters = integer(b, "iters");
+    r->baseline.measured_at = num(b, "measured_at");
+    const char *source = json_string_value(json_object_get(b, "source"));
+    r->baseline.cached = source && strcmp(source, "cached") == 0;
     r->world_size = integer(o, "world_size");
     json_array_foreach(json_object_get(o, "hung_ranks"), i, v) {
         if (r->n_hung >= PK_EVAL_MAX_RANKS)

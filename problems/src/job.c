@@ -41,6 +41,7 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     if (!job->seed && getrandom(&job->seed, sizeof job->seed, 0) != sizeof job->seed)
         job->seed = pk_now_ns() ^ (uint64_t)getpid() << 32;
     res->world_size = job->world;
+    res->trials_planned = job->trials;
     snprintf(res->launcher, sizeof res->launcher, "%s",
              job->opts.launcher ? job->opts.launcher : p->launcher);
     if (!pk_problem_world_allowed(p, job->world) || job->trials < 1 ||

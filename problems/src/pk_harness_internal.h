@@ -61,7 +61,7 @@ void pk_harness_paths_get(pk_harness_paths *out);
 /* What the runner reported, beyond the trials and timings it writes straight into res. */
 typedef struct pk_run_report {
     int ok, error_rank, timed, unsynchronized;
-    int guard_violation, timed_wrong, timed_inputs_modified, verified_calls;
+    int guard_violation, timed_wrong, timed_inputs_modified, verified_calls, trials_planned;
     char error[512], unsync_detail[256], gpu_name[64], guard_detail[256];
     double setup_ms, check_ms, timing_ms, init_ms, arena_ms, verify_ms, teardown_ms;
 } pk_run_report;

@@ -135,7 +135,6 @@ int pk_problem_override_dims(pk_problem *p, const char *spec, pk_error *err);
 /* Values of the params for one call: key is the trial (or the harness's call key). */
 int pk_problem_params_at(const pk_problem *p, const pk_problem_sizes *sz, long long key,
                          double *out, pk_error *err);
-int pk_problem_world_allowed(const pk_problem *p, int world);
 
 size_t pk_dtype_size(pk_dtype t);
 const char *pk_dtype_name(pk_dtype t);

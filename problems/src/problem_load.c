@@ -417,3 +417,9 @@ int pk_problem_world_allowed(const pk_problem *p, int world) {
             return 1;
     return 0;
 }
+
+int pk_problem_world_sizes(const pk_problem *p, int *out, int cap) {
+    for (int i = 0; i < p->n_world_sizes && i < cap; i++)
+        out[i] = p->world_sizes[i];
+    return p->n_world_sizes;
+}

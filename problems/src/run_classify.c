@@ -35,9 +35,9 @@ static void find_hung(const pk_job *job, pk_eval_result *res, pk_strbuf *where) 
         int trial = -1;
         if (have && sscanf(buf, "%31s %d", state, &trial) < 1)
             snprintf(state, sizeof state, "unknown");
-        pk_strbuf_printf(where, "%srank %d: %s", r ? "; " : "", r, state);
-        if (trial >= 0)
-            pk_strbuf_printf(where, " trial %d", trial);
+        pk_strbuf_printf(where, "; rank %d: %s", r, state);
+        if (trial >= 0) /* 1-based, as the feedback counts trials */
+            pk_strbuf_printf(where, ", trial %d", trial + 1);
     }
     res->n_hung = 0;
     for (int r = 0; r < job->world; r++)
@@ -102,9 +102,28 @@ static int classify_timed_calls(const pk_run_report *rep, pk_eval_result *res) {
     return 1;
 }
 
+/* The baseline the speedup divides: the cached one given in the options (the runner did not
+ * time the reference), else the reference timed in this run. */
+static void set_baseline(const pk_job *job, pk_eval_result *res) {
+    pk_baseline_used *b = &res->baseline;
+    if (job->opts.baseline_us > 0) {
+        *b = (pk_baseline_used){.us = job->opts.baseline_us,
+                                .cv = job->opts.baseline_cv,
+                                .iters = job->opts.baseline_iters,
+                                .measured_at = job->opts.baseline_measured_at,
+                                .cached = 1};
+    } else {
+        *b = (pk_baseline_used){.us = res->reference.median_us,
+                                .cv = res->reference.cv,
+                                .iters = res->reference.iters,
+                                .measured_at = pk_wall_time_s()};
+    }
+}
+
 static void check_timing(const pk_job *job, const pk_run_report *rep, pk_eval_result *res) {
     res->has_timing = 1;
-    double base = job->opts.baseline_us > 0 ? job->opts.baseline_us : res->reference.median_us;
+    set_baseline(job, res);
+    double base = res->baseline.us;
     res->speedup = res->candidate.median_us > 0 ? base / res->candidate.median_us : 0;
     pk_eval_result_add_check(res, "timing.stream_synchronized", !rep->unsynchronized, "%s",
                              rep->unsynchronized ? rep->unsync_detail : "ok");
@@ -145,10 +164,14 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         find_hung(job, res, &where);
         res->status = PK_STATUS_TIMEOUT;
         for (int i = 0; i < res->n_hung; i++)
-            pk_strbuf_printf(&hung, "%s%d", i ? "," : "", res->hung_ranks[i]);
+            pk_strbuf_printf(&hung, "%s%d", i ? ", " : "", res->hung_ranks[i]);
+        /* One clause the feedback can quote as it is: who hung, the limit, each rank's state. */
+        int limit_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
         snprintf(res->reason, sizeof res->reason,
-                 "the run exceeded %.0f ms; rank(s) %s had not finished (%s)", sr->wall_ms,
-                 hung.data ? hung.data : "?", where.data ? where.data : "");
+                 "rank%s %s of %d did not finish within the %d ms run limit (stopped after %.0f "
+                 "ms%s)",
+                 res->n_hung == 1 ? "" : "s", hung.data ? hung.data : "?", job->world, limit_ms,
+                 sr->wall_ms, where.data ? where.data : "");
         pk_strbuf_free(&where);
         pk_strbuf_free(&hung);
         return PK_OK;
@@ -164,6 +187,8 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         res->stages.run_init_ms = rep.init_ms;
         res->stages.run_arena_ms = rep.arena_ms;
         res->stages.run_verify_ms = rep.verify_ms;
+        if (rep.trials_planned > 0) /* the secret plan's count, jittered above the base */
+            res->trials_planned = rep.trials_planned;
         res->stages.run_teardown_ms = rep.teardown_ms;
     }
     if (!have || sr->status != PK_SB_OK || !rep.ok) {

@@ -39,29 +39,51 @@ void pk_reward_config_default(pk_reward_config *c);
 int pk_reward_config_merge_json(pk_reward_config *c, const char *json, pk_error *err);
 /* The config as a JSON object with every key (malloc'd; NULL only when out of memory). */
 char *pk_reward_config_to_json(const pk_reward_config *c);
+/* Like pk_reward_config_merge_json, but json may also be shaped as the settings users copy
+ * (`pkgym reward --config`): {"reward": {...}, ...} as in reset's options, info.settings and the
+ * stored episode config. Then only "reward" is read; the other top-level keys must be settings
+ * keys (feedback, check, stop_on_correct, max_turns, seed, seed_source, group). */
+int pk_reward_config_merge_user_json(pk_reward_config *c, const char *json, pk_error *err);
 /* Reads the reward config of a stored episode config: its "reward" member when the object
  * has one, else the object itself, merged over the defaults. */
 int pk_reward_config_from_stored_json(const char *config_json, pk_reward_config *c, pk_error *err);
 
-/* The facts a score is computed from. speedup is the measured reference/candidate ratio
+/* The facts a score is computed from. speedup is the measured baseline/candidate ratio
  * (0 when untimed); times are medians in microseconds (0 when unknown). */
 typedef struct pk_turn_facts {
     pk_status status;
     double speedup;
     double time_us;
-    double baseline_us;
-    double roofline_floor_us; /* the bound even perfect overlap cannot beat; 0 when none */
+    double baseline_us;          /* the baseline the speedup used: timed this step or cached */
+    double roofline_floor_us;    /* the bound even perfect overlap cannot beat; 0 when none */
+    double time_cv, baseline_cv; /* coefficients of variation; 0 when unknown */
+    int baseline_cached;         /* the baseline came from the cache (not timed this step) */
 } pk_turn_facts;
 
-/* Reads pk_eval_result JSON (status, speedup, candidate.median_us, reference.median_us,
- * roofline_floor_us, or roofline_us in results older than it). Only "status" is required;
- * missing numbers read as 0. */
+/* Reads pk_eval_result JSON (status, speedup, candidate.median_us and cv, baseline.us, cv and
+ * source, roofline_floor_us or roofline_us in results older than it). The baseline falls back
+ * to reference.median_us (results written before `baseline` existed), then to speedup x time
+ * (older results whose baseline was cached). Only "status" is required; missing numbers read
+ * as 0. */
 int pk_turn_facts_from_result_json(const char *result_json, pk_turn_facts *f, pk_error *err);
 /* The speedup against the config's baseline, before the transform (0 when unknown). */
 double pk_reward_speedup(const pk_reward_config *c, const pk_turn_facts *f);
 /* s = 1{correct}(w_correct + T(speedup)) + r_compile 1{compiled} + r_run 1{ran}
  *     - penalty_rejected 1{rejected} - penalty_format 1{format_error} */
 double pk_reward_score(const pk_reward_config *c, const pk_turn_facts *f);
+
+/* The terms of that sum, each a signed contribution (penalties are <= 0 for positive
+ * settings); total == pk_reward_score(c, f) exactly. */
+typedef struct pk_reward_parts {
+    double correctness;      /* w_correct 1{correct} */
+    double speedup_term;     /* T(speedup) 1{correct} */
+    double speedup;          /* the speedup against the config's baseline, before T (0: none) */
+    double compile, run;     /* r_compile 1{compiled}, r_run 1{ran} */
+    double penalty_rejected; /* -penalty_rejected 1{rejected} */
+    double penalty_format;   /* -penalty_format 1{format_error} */
+    double total;
+} pk_reward_parts;
+void pk_reward_breakdown(const pk_reward_config *c, const pk_turn_facts *f, pk_reward_parts *out);
 /* Discounted returns of one trajectory: sum R_t = sum_{i>=t} g^(i-t) s_i, or
  * max R_t = max_{i>=t} g^(i-t) s_i. returns may alias scores. */
 void pk_reward_returns(const pk_reward_config *c, const double *scores, int n, double *returns);

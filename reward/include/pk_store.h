@@ -15,9 +15,11 @@ extern "C" {
 
 typedef struct pk_store pk_store;
 
-/* Opens (creating the file and schema when needed) for writing. */
+/* Opens (creating the file and schema when needed) for writing. A store of an older schema
+ * version is migrated in place, in one transaction (docs/rewards.md). */
 int pk_store_open(const char *path, pk_store **out, pk_error *err);
-/* Opens an existing store read-only (pkgym reward, pkgym export). */
+/* Opens an existing store read-only (pkgym reward, pkgym export); older schema versions are
+ * read as if migrated (turns 1-based, no prompts), without writing. */
 int pk_store_open_readonly(const char *path, pk_store **out, pk_error *err);
 void pk_store_close(pk_store *s);
 
@@ -33,7 +35,8 @@ int pk_store_begin_episode(pk_store *s, const pk_episode_row *e, pk_error *err);
 
 typedef struct pk_turn_row {
     const char *episode_id;
-    int turn; /* 0-based */
+    int turn;           /* 1-based, as everywhere in pkgym (schema version 2; docs/rewards.md) */
+    const char *prompt; /* the exact prompt the model answered in this turn; NULL: unknown */
     const char *action, *summary, *code;
     pk_status status;
     double score;            /* the online score */
@@ -49,12 +52,13 @@ int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *r
 
 /* One episode read back: its row and turns as they were written (strings owned by it). */
 typedef struct pk_store_episode {
-    pk_episode_row row; /* seed: -1 when the episode had none (the server's config has it) */
+    pk_episode_row row; /* seed: the one in effect (drawn by the server when the client gave
+                           none); -1 only in episodes stored before seeds were drawn */
     double finished_at; /* 0 until the returns are recorded */
     int finished;       /* the returns were recorded */
     double *returns;    /* n_turns of them when finished, else NULL */
     int n_turns;
-    pk_turn_row *turns; /* ordered by turn (0-based), texts included */
+    pk_turn_row *turns; /* ordered by turn (1-based), texts included */
 } pk_store_episode;
 
 /* Reads one episode with its turns in one read transaction (a consistent snapshot, safe while

@@ -95,14 +95,27 @@ static int collect(const pk_stored_episode *se, void *vctx, pk_error *err) {
 }
 
 const char *pk_ablation_key(const pk_ablation_episode *e, pk_normalize normalize) {
-    return normalize == PK_NORMALIZE_GROUP && e->group ? e->group : e->problem_id;
+    if (normalize == PK_NORMALIZE_GROUP)
+        return e->group; /* NULL: ungrouped, never merged with another episode */
+    return e->problem_id;
 }
 
 static int find_set(const pk_ablation *a, const char *key) {
     for (int i = 0; i < a->n_sets; i++)
-        if (strcmp(a->sets[i].key, key) == 0)
+        if (!a->sets[i].ungrouped && strcmp(a->sets[i].key, key) == 0)
             return i;
     return -1;
+}
+
+/* "(ungrouped) <episode id>": cannot collide with a group, which is looked up by name only
+ * among grouped sets. */
+static char *ungrouped_key(const pk_ablation_episode *e) {
+    pk_strbuf sb = {0};
+    if (pk_strbuf_printf(&sb, "(ungrouped) %s", e->id)) {
+        pk_strbuf_free(&sb);
+        return NULL;
+    }
+    return pk_strbuf_take(&sb);
 }
 
 /* Mean and population std of each set's returns, then every turn's advantage. */
@@ -115,10 +128,12 @@ static int normalize(pk_ablation *a, const pk_ablation_opts *o, pk_error *err) {
     }
     for (int i = 0; i < a->n_episodes; i++) {
         const char *key = pk_ablation_key(&a->episodes[i], o->normalize);
-        int k = find_set(a, key);
+        int k = key ? find_set(a, key) : -1;
         if (k < 0) {
             k = a->n_sets;
-            if (!(a->sets[k].key = strdup(key))) {
+            a->sets[k].ungrouped = !key;
+            a->n_ungrouped += !key;
+            if (!(a->sets[k].key = key ? strdup(key) : ungrouped_key(&a->episodes[i]))) {
                 free(set_of);
                 return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
             }
@@ -157,7 +172,7 @@ static int normalize(pk_ablation *a, const pk_ablation_opts *o, pk_error *err) {
 int pk_ablation_run(pk_store *s, const pk_ablation_opts *o, pk_ablation *out, pk_error *err) {
     memset(out, 0, sizeof *out);
     collect_ctx ctx = {.opts = o, .out = out};
-    int rc = pk_store_each_episode(s, 0, collect, &ctx, err);
+    int rc = pk_store_each_episode(s, 0, o->filter, collect, &ctx, err);
     if (rc == PK_OK)
         rc = normalize(out, o, err);
     if (rc) {

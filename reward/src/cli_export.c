@@ -5,19 +5,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli_filter.h"
 #include "pk_reward.h"
 #include "pk_store.h"
 #include "store_reader.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: pkgym export --db FILE [--verified] [--out FILE.jsonl]\n\n"
+    fprintf(f, "usage: pkgym export --db FILE [--verified] [--out FILE.jsonl]\n"
+               "                    [--problem ID] [--group G] [--episode ID] [--since T]\n\n"
                "Writes one JSON object per line: a whole trajectory (episode, config, online\n"
-               "returns, every turn's action, summary, code, status, score, feedback and\n"
+               "returns, every turn's prompt, action, summary, code, status, score, feedback and\n"
                "evaluation result), or with --verified one line per correct turn: task prompt,\n"
-               "summary, code and measurements.\n\n"
-               "  --db FILE        trajectory store (opened read-only)\n"
-               "  --verified       only correct turns, as (task, summary, code) records\n"
-               "  --out FILE       write there instead of stdout\n\n"
+               "the turn's prompt, summary, code and measurements. Turns are numbered from 1.\n\n"
+               "  --db FILE          trajectory store (opened read-only)\n"
+               "  --verified         only correct turns, as (task, summary, code) records\n"
+               "  --out FILE         write there instead of stdout\n" PK_CLI_FILTER_USAGE "\n"
                "Schema of both line kinds: docs/rewards.md.\n");
 }
 
@@ -44,12 +46,13 @@ static json_t *trajectory_json(const pk_stored_episode *e) {
     for (int i = 0; i < e->n_turns; i++) {
         const pk_stored_turn *t = &e->turns[i];
         json_array_append_new(
-            turns, json_pack("{s:i, s:o, s:o, s:o, s:s, s:f, s:o, s:o, s:f, s:f}", "turn", t->turn,
-                             "action", text_or_null(t->action), "summary", text_or_null(t->summary),
-                             "code", text_or_null(t->code), "status", pk_status_name(t->status),
-                             "score", t->score, "feedback", text_or_null(t->feedback), "result",
-                             embedded_json(t->result_json), "started_at", t->started_at,
-                             "finished_at", t->finished_at));
+            turns,
+            json_pack("{s:i, s:o, s:o, s:o, s:o, s:s, s:f, s:o, s:o, s:f, s:f}", "turn", t->turn,
+                      "prompt", text_or_null(t->prompt), "action", text_or_null(t->action),
+                      "summary", text_or_null(t->summary), "code", text_or_null(t->code), "status",
+                      pk_status_name(t->status), "score", t->score, "feedback",
+                      text_or_null(t->feedback), "result", embedded_json(t->result_json),
+                      "started_at", t->started_at, "finished_at", t->finished_at));
     }
     json_t *returns = json_null();
     if (e->finished) {
@@ -70,12 +73,22 @@ static json_t *verified_json(const pk_stored_episode *e, const pk_stored_turn *t
     pk_turn_facts f = {0};
     if (t->result_json)
         pk_turn_facts_from_result_json(t->result_json, &f, NULL);
-    return json_pack("{s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:f, s:f, s:f, s:o}", "problem_id",
-                     e->problem_id, "episode_id", e->id, "group", text_or_null(e->group), "turn",
-                     t->turn, "task_prompt", text_or_null(e->task_prompt), "summary",
-                     text_or_null(t->summary), "code", text_or_null(t->code), "speedup", f.speedup,
-                     "time_us", f.time_us, "baseline_us", f.baseline_us, "result",
-                     embedded_json(t->result_json));
+    json_t *line = json_pack(
+        "{s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:o}", "problem_id", e->problem_id,
+        "episode_id", e->id, "group", text_or_null(e->group), "turn", t->turn, "task_prompt",
+        text_or_null(e->task_prompt), "prompt", text_or_null(t->prompt), "summary",
+        text_or_null(t->summary), "code", text_or_null(t->code), "speedup", f.speedup, "time_us",
+        f.time_us, "baseline_us", f.baseline_us, "result", embedded_json(t->result_json));
+    /* How far to trust the speedup: both CVs, and whether the baseline was timed this step. */
+    if (line) {
+        json_object_set_new(line, "time_cv", json_real(f.time_cv));
+        json_object_set_new(line, "baseline_cv", json_real(f.baseline_cv));
+        json_object_set_new(line, "baseline_source",
+                            json_string(f.baseline_us <= 0  ? "none"
+                                        : f.baseline_cached ? "cached"
+                                                            : "measured"));
+    }
+    return line;
 }
 
 static int write_line(export_ctx *ctx, json_t *j, pk_error *err) {
@@ -106,7 +119,14 @@ static int export_episode(const pk_stored_episode *e, void *vctx, pk_error *err)
 int pk_cmd_export(int argc, char **argv) {
     const char *db = NULL, *out_path = NULL;
     export_ctx ctx = {.out = stdout};
+    pk_store_filter filter;
+    memset(&filter, 0, sizeof filter);
     for (int i = 1; i < argc; i++) {
+        int f = pk_cli_filter_option("pkgym export", argc, argv, &i, &filter);
+        if (f < 0)
+            return 2;
+        if (f > 0)
+            continue;
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage(stdout);
@@ -138,7 +158,7 @@ int pk_cmd_export(int argc, char **argv) {
         pk_store_close(store);
         return 2;
     }
-    int rc = pk_store_each_episode(store, 1, export_episode, &ctx, &err);
+    int rc = pk_store_each_episode(store, 1, &filter, export_episode, &ctx, &err);
     pk_store_close(store);
     if (fflush(ctx.out) != 0 && rc == PK_OK)
         rc = pk_error_errno(&err, PK_ERR_IO, "export: write failed");
@@ -148,6 +168,7 @@ int pk_cmd_export(int argc, char **argv) {
         fprintf(stderr, "pkgym export: %s\n", err.message);
         return 2;
     }
-    fprintf(stderr, "pkgym export: %ld line(s)%s\n", ctx.lines, ctx.verified ? " (verified)" : "");
+    fprintf(stderr, "pkgym export: %ld line(s)%s%s\n", ctx.lines, ctx.verified ? " (verified)" : "",
+            pk_cli_filter_active(&filter) ? " matching the filters" : "");
     return 0;
 }

@@ -7,34 +7,42 @@
 #include <string.h>
 
 #include "ablation.h"
+#include "cli_filter.h"
 #include "pk_metrics.h"
 #include "pk_reward.h"
 #include "pk_store.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: pkgym reward --db FILE [--config FILE.json] [--normalize problem|group]\n"
-            "                    [--json] [--verify] [--eps E] [--tolerance T] [--k K] [--p P]\n\n"
-            "Recomputes every stored trajectory's scores and returns, and its GRPO advantages\n"
-            "(R - mean) / (std + eps) over all turns of all trajectories of a problem or group.\n\n"
-            "  --db FILE          trajectory store written by `pkgym serve` (opened read-only)\n"
-            "  --config FILE      reward config (JSON, merged over the defaults); without it each\n"
-            "                     trajectory's stored config is used and the results must match\n"
-            "                     the online scores and returns (exit 1 otherwise)\n"
-            "  --normalize KEY    advantage normalization set: problem (default) or group\n"
-            "  --json             print JSON instead of a table\n"
-            "  --verify           with --config too: exit 1 unless scores and returns match\n"
-            "  --eps E            advantage denominator epsilon (default 1e-4)\n"
-            "  --tolerance T      relative tolerance of the comparison (default 1e-9)\n"
-            "  --k K, --p P       metrics per problem: pass@K, best@K, avg@K (default 1) and\n"
-            "                     fast_P (default 1.0)\n\n"
-            "Exit status: 0 ok, 1 mismatch with the online values, 2 usage or store error.\n"
-            "Configuration keys and the store schema: docs/rewards.md.\n");
+    fprintf(
+        f, "usage: pkgym reward --db FILE [--config FILE.json] [--normalize problem|group]\n"
+           "                    [--json] [--verify] [--eps E] [--tolerance T] [--k K] [--p P]\n"
+           "                    [--problem ID] [--group G] [--episode ID] [--since T]\n\n"
+           "Recomputes every stored trajectory's scores and returns, and its GRPO advantages\n"
+           "(R - mean) / (std + eps) over all turns of all trajectories of a problem or group.\n"
+           "Turns are numbered from 1, as in step replies, eval and export.\n\n"
+           "  --db FILE          trajectory store written by `pkgym serve` (opened read-only)\n"
+           "  --config FILE      reward config (JSON, merged over the defaults): the reward keys,\n"
+           "                     or {\"reward\": {...}} as in reset's options and info.settings;\n"
+           "                     without it each trajectory's stored config is used and the\n"
+           "                     results must match the online scores and returns (exit 1\n"
+           "                     otherwise)\n"
+           "  --normalize KEY    advantage normalization set: problem (default) or group; with\n"
+           "                     group, an episode without a group is a set of its own (never\n"
+           "                     merged with other ungrouped episodes), and a note says how many\n"
+           "  --json             print JSON instead of a table\n"
+           "  --verify           with --config too: exit 1 unless scores and returns match\n"
+           "  --eps E            advantage denominator epsilon (default 1e-4)\n"
+           "  --tolerance T      relative tolerance of the comparison (default 1e-9)\n"
+           "  --k K, --p P       metrics per problem: pass@K, best@K, avg@K (default 1) and\n"
+           "                     fast_P (default 1.0)\n" PK_CLI_FILTER_USAGE "\n"
+           "Exit status: 0 ok, 1 mismatch with the online values, 2 usage or store error.\n"
+           "Configuration keys and the store schema: docs/rewards.md.\n");
 }
 
 typedef struct reward_args {
     const char *db, *config;
     pk_ablation_opts opts;
+    pk_store_filter filter;
     int json, verify;
     int k;
     double p;
@@ -53,7 +61,13 @@ static int parse_args(int argc, char **argv, reward_args *a) {
     a->opts.tolerance = 1e-9;
     a->k = 1;
     a->p = 1.0;
+    a->opts.filter = &a->filter;
     for (int i = 1; i < argc; i++) {
+        int f = pk_cli_filter_option("pkgym reward", argc, argv, &i, &a->filter);
+        if (f < 0)
+            return 2;
+        if (f > 0)
+            continue;
         const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = strcmp(arg, "--db") == 0 || strcmp(arg, "--config") == 0 ||
                     strcmp(arg, "--normalize") == 0 || strcmp(arg, "--eps") == 0 ||
@@ -120,7 +134,7 @@ static int load_config(const char *path, pk_reward_config *c, pk_error *err) {
     if (rc)
         return rc;
     pk_reward_config_default(c);
-    rc = pk_reward_config_merge_json(c, text, err);
+    rc = pk_reward_config_merge_user_json(c, text, err);
     free(text);
     return rc;
 }
@@ -205,6 +219,10 @@ static void print_table(const pk_ablation *a, const reward_args *args) {
     for (int k = 0; k < a->n_sets; k++)
         printf("%-24s %12d %6d %12.6f %12.6f\n", a->sets[k].key, a->sets[k].n_trajectories,
                a->sets[k].n_turns, a->sets[k].mean, a->sets[k].std);
+    if (a->n_ungrouped)
+        printf("(%d episode(s) without a group: each is normalized on its own, over its own "
+               "turns)\n",
+               a->n_ungrouped);
     print_metrics(a, args);
     printf("\nonline comparison: %d turn(s) differ; %d trajectory(ies) without online returns\n",
            a->n_mismatches, a->n_unfinished);
@@ -241,15 +259,17 @@ static int print_json(const pk_ablation *a, const reward_args *args,
     for (int i = 0; i < a->n_episodes; i++)
         json_array_append_new(episodes, episode_json(&a->episodes[i]));
     for (int k = 0; k < a->n_sets; k++)
-        json_array_append_new(sets, json_pack("{s:s, s:i, s:i, s:f, s:f}", "key", a->sets[k].key,
+        json_array_append_new(sets, json_pack("{s:s, s:b, s:i, s:i, s:f, s:f}", "key",
+                                              a->sets[k].key, "ungrouped", a->sets[k].ungrouped,
                                               "trajectories", a->sets[k].n_trajectories, "turns",
                                               a->sets[k].n_turns, "mean_return", a->sets[k].mean,
                                               "std_return", a->sets[k].std));
-    json_t *root = json_pack("{s:o, s:s, s:f, s:o, s:o, s:i, s:i, s:o}", "config",
-                             config ? config_json(config) : json_null(), "normalize",
-                             normalize_name(args->opts.normalize), "eps", args->opts.eps,
-                             "episodes", episodes, "sets", sets, "mismatches", a->n_mismatches,
-                             "unfinished", a->n_unfinished, "metrics", metrics_json(a, args));
+    json_t *root =
+        json_pack("{s:o, s:s, s:f, s:o, s:o, s:i, s:i, s:i, s:o}", "config",
+                  config ? config_json(config) : json_null(), "normalize",
+                  normalize_name(args->opts.normalize), "eps", args->opts.eps, "episodes", episodes,
+                  "sets", sets, "mismatches", a->n_mismatches, "unfinished", a->n_unfinished,
+                  "ungrouped", a->n_ungrouped, "metrics", metrics_json(a, args));
     if (!root || json_dumpf(root, stdout, JSON_INDENT(1)) != 0) {
         json_decref(root);
         fprintf(stderr, "pkgym reward: could not write JSON\n");
@@ -281,6 +301,13 @@ int pk_cmd_reward(int argc, char **argv) {
         return 2;
     }
     pk_store_close(store);
+    if (a.n_ungrouped)
+        fprintf(stderr,
+                "pkgym reward: %d episode(s) have no group; with --normalize group each is its own "
+                "normalization set\n",
+                a.n_ungrouped);
+    if (a.n_episodes == 0 && pk_cli_filter_active(&args.filter))
+        fprintf(stderr, "pkgym reward: no stored episode matches the filters\n");
     status = 0;
     if (args.json)
         status = print_json(&a, &args, args.opts.config);

@@ -136,6 +136,40 @@ int pk_reward_config_merge_json(pk_reward_config *c, const char *json, pk_error 
     return rc;
 }
 
+static const char *const settings_keys[] = {
+    "feedback", "check", "stop_on_correct", "max_turns", "seed", "seed_source", "group"};
+
+int pk_reward_config_merge_user_json(pk_reward_config *c, const char *json, pk_error *err) {
+    json_t *root = parse(json, "reward config", err);
+    if (!root)
+        return PK_ERR_INVALID;
+    json_t *reward = json_is_object(root) ? json_object_get(root, "reward") : NULL;
+    int rc = PK_OK;
+    if (reward) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(root, key, v) {
+            int known = !strcmp(key, "reward");
+            for (size_t i = 0; !known && i < sizeof settings_keys / sizeof *settings_keys; i++)
+                known = !strcmp(key, settings_keys[i]);
+            if (!known) {
+                rc = pk_error_set(err, PK_ERR_INVALID,
+                                  "reward config: unknown key '%s' next to 'reward' (either the "
+                                  "reward keys alone, or {\"reward\": {...}} as in reset's "
+                                  "options and info.settings)",
+                                  key);
+                break;
+            }
+        }
+        if (!rc && !json_is_object(reward))
+            rc = pk_error_set(err, PK_ERR_INVALID, "reward config: 'reward' must be an object");
+    }
+    if (!rc)
+        rc = merge_object(c, reward ? reward : root, err);
+    json_decref(root);
+    return rc;
+}
+
 int pk_reward_config_from_stored_json(const char *config_json, pk_reward_config *c, pk_error *err) {
     pk_reward_config_default(c);
     json_t *root = parse(config_json, "stored episode config", err);

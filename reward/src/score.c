@@ -31,13 +31,26 @@ int pk_turn_facts_from_result_json(const char *result_json, pk_turn_facts *f, pk
         f->status = (pk_status)st;
         f->speedup = number_at(root, NULL, "speedup");
         f->time_us = number_at(root, "candidate", "median_us");
-        f->baseline_us = number_at(root, "reference", "median_us");
         /* Results written before the floor and the no-overlap roofline were told apart hold
          * one roofline_us, which was the floor then (all problems of that time had one phase,
          * where the two are equal). */
         f->roofline_floor_us = json_object_get(root, "roofline_floor_us")
                                    ? number_at(root, NULL, "roofline_floor_us")
                                    : number_at(root, NULL, "roofline_us");
+        f->time_cv = number_at(root, "candidate", "cv");
+        f->baseline_us = number_at(root, "baseline", "us");
+        if (f->baseline_us > 0) {
+            json_t *source = json_object_get(json_object_get(root, "baseline"), "source");
+            f->baseline_cv = number_at(root, "baseline", "cv");
+            f->baseline_cached =
+                json_is_string(source) && strcmp(json_string_value(source), "cached") == 0;
+        } else if ((f->baseline_us = number_at(root, "reference", "median_us")) > 0) {
+            f->baseline_cv = number_at(root, "reference", "cv");
+        } else if (f->speedup > 0 && f->time_us > 0) {
+            /* Written before results carried the baseline: a cached one left reference 0. */
+            f->baseline_us = f->speedup * f->time_us;
+            f->baseline_cached = 1;
+        }
     }
     json_decref(root);
     return rc;
@@ -67,23 +80,43 @@ static double transform(const pk_reward_config *c, double speedup) {
     }
 }
 
-double pk_reward_score(const pk_reward_config *c, const pk_turn_facts *f) {
-    double s = 0.0;
+void pk_reward_breakdown(const pk_reward_config *c, const pk_turn_facts *f, pk_reward_parts *p) {
+    memset(p, 0, sizeof *p);
     pk_status st = f->status;
-    if (st == PK_STATUS_CORRECT)
-        s += c->w_correct + transform(c, pk_reward_speedup(c, f));
     int compiled = st == PK_STATUS_RUNTIME_ERROR || st == PK_STATUS_TIMEOUT ||
                    st == PK_STATUS_INCORRECT || st == PK_STATUS_CORRECT;
     int ran = st == PK_STATUS_INCORRECT || st == PK_STATUS_CORRECT;
-    if (compiled)
+    /* The total is summed in one fixed order, so a recomputation gives the same bits. */
+    double s = 0.0;
+    if (st == PK_STATUS_CORRECT) {
+        p->speedup = pk_reward_speedup(c, f);
+        p->correctness = c->w_correct;
+        p->speedup_term = transform(c, p->speedup);
+        s += p->correctness + p->speedup_term;
+    }
+    if (compiled) {
+        p->compile = c->r_compile;
         s += c->r_compile;
-    if (ran)
+    }
+    if (ran) {
+        p->run = c->r_run;
         s += c->r_run;
-    if (st == PK_STATUS_REJECTED)
+    }
+    if (st == PK_STATUS_REJECTED) {
+        p->penalty_rejected = -c->penalty_rejected;
         s -= c->penalty_rejected;
-    if (st == PK_STATUS_FORMAT_ERROR)
+    }
+    if (st == PK_STATUS_FORMAT_ERROR) {
+        p->penalty_format = -c->penalty_format;
         s -= c->penalty_format;
-    return s;
+    }
+    p->total = s;
+}
+
+double pk_reward_score(const pk_reward_config *c, const pk_turn_facts *f) {
+    pk_reward_parts p;
+    pk_reward_breakdown(c, f, &p);
+    return p.total;
 }
 
 void pk_reward_returns(const pk_reward_config *c, const double *scores, int n, double *returns) {

@@ -24,7 +24,7 @@ static const char *const schema_sql =
     " episode_id TEXT NOT NULL REFERENCES episodes(id), turn INTEGER NOT NULL,"
     " action TEXT, summary TEXT, code TEXT, status TEXT NOT NULL, score REAL NOT NULL,"
     " speedup REAL, time_us REAL, baseline_us REAL, result_json TEXT, feedback TEXT,"
-    " started_at REAL, finished_at REAL, PRIMARY KEY(episode_id, turn));"
+    " started_at REAL, finished_at REAL, prompt TEXT, PRIMARY KEY(episode_id, turn));"
     "CREATE INDEX IF NOT EXISTS episodes_by_problem ON episodes(problem_id, group_id);";
 
 static int db_error(pk_store *s, pk_error *err, const char *what) {
@@ -46,7 +46,14 @@ static int prepare(pk_store *s, const char *sql, sqlite3_stmt **st, pk_error *er
     return PK_OK;
 }
 
-/* Creates the schema, or checks the version of an existing one. */
+/* Version 1 -> 2: turns become 1-based (through negative values, so that no two rows ever
+ * share a key on the way) and gain the prompt each turn answered (NULL for old turns). */
+static const char *const migrate_1_to_2_sql = "ALTER TABLE turns ADD COLUMN prompt TEXT;"
+                                              "UPDATE turns SET turn = -1 - turn;"
+                                              "UPDATE turns SET turn = -turn;"
+                                              "UPDATE schema_version SET version = 2;";
+
+/* Creates the schema, checks the version of an existing one, or migrates an older one. */
 static int init_schema(pk_store *s, pk_error *err) {
     int rc = exec(s, "BEGIN IMMEDIATE", err);
     if (rc)
@@ -64,12 +71,16 @@ static int init_schema(pk_store *s, pk_error *err) {
         snprintf(sql, sizeof sql, "INSERT INTO schema_version VALUES(%d)", PK_STORE_SCHEMA_VERSION);
         if ((rc = exec(s, sql, err)))
             goto fail;
+    } else if (version == 1) {
+        if ((rc = exec(s, migrate_1_to_2_sql, err)))
+            goto fail;
     } else if (version != PK_STORE_SCHEMA_VERSION) {
         rc = pk_error_set(err, PK_ERR_UNSUPPORTED,
-                          "trajectory store: schema version %d, this build reads %d", version,
+                          "trajectory store: schema version %d, this build reads 1 and %d", version,
                           PK_STORE_SCHEMA_VERSION);
         goto fail;
     }
+    s->version = PK_STORE_SCHEMA_VERSION;
     return exec(s, "COMMIT", err);
 fail:
     exec(s, "ROLLBACK", NULL);
@@ -111,7 +122,7 @@ int pk_store_open(const char *path, pk_store **out, pk_error *err) {
         (rc = prepare(s,
                       "INSERT INTO turns(episode_id, turn, action, summary, code, status, score,"
                       " speedup, time_us, baseline_us, result_json, feedback, started_at,"
-                      " finished_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                      " finished_at, prompt) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                       &s->insert_turn, err)) ||
         (rc =
              prepare(s, "SELECT count(*) FROM turns WHERE episode_id = ?", &s->count_turns, err)) ||
@@ -139,12 +150,14 @@ int pk_store_open_readonly(const char *path, pk_store **out, pk_error *err) {
     }
     int version = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
     sqlite3_finalize(st);
-    if (version != PK_STORE_SCHEMA_VERSION) {
+    if (version != 1 && version != PK_STORE_SCHEMA_VERSION) {
         pk_store_close(s);
         return pk_error_set(err, PK_ERR_UNSUPPORTED,
-                            "trajectory store: '%s' has schema version %d, this build reads %d",
+                            "trajectory store: '%s' has schema version %d, this build reads 1 and "
+                            "%d",
                             path, version, PK_STORE_SCHEMA_VERSION);
     }
+    s->version = version; /* a version-1 store is read as if migrated (store_reader.c) */
     *out = s;
     return PK_OK;
 }
@@ -228,6 +241,10 @@ int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
         return rc;
     if (!t->episode_id)
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: turn without episode id");
+    if (t->turn < 1)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "trajectory store: turn %d of '%s': turns are numbered from 1", t->turn,
+                            t->episode_id);
     if ((unsigned)t->status >= PK_STATUS_COUNT || !isfinite(t->score))
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: turn %d of '%s': bad status %d or score %g", t->turn,
@@ -253,6 +270,7 @@ int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
     bind_text(st, 12, t->feedback);
     sqlite3_bind_double(st, 13, t->started_at);
     sqlite3_bind_double(st, 14, t->finished_at);
+    bind_text(st, 15, t->prompt);
     return run_stmt(s, st, "add turn", err);
 }
 

@@ -6,11 +6,13 @@
 
 #include "pk_store.h"
 
-#define PK_STORE_SCHEMA_VERSION 1
+/* 1: the first schema (turns 0-based). 2: turns 1-based, turns.prompt. */
+#define PK_STORE_SCHEMA_VERSION 2
 
 struct pk_store {
     sqlite3 *db;
     int readonly;
+    int version; /* of the file: PK_STORE_SCHEMA_VERSION, or 1 opened read-only */
     sqlite3_stmt *insert_episode;
     sqlite3_stmt *insert_turn;
     sqlite3_stmt *count_turns;

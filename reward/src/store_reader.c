@@ -17,6 +17,7 @@ static void free_episode(pk_stored_episode *e) {
     for (int i = 0; i < e->n_turns; i++) {
         pk_stored_turn *t = &e->turns[i];
         free(t->result_json);
+        free(t->prompt);
         free(t->action);
         free(t->summary);
         free(t->code);
@@ -83,6 +84,7 @@ static int load_turns(pk_store *s, sqlite3_stmt *st, pk_stored_episode *e, int w
             t->summary = column_text(st, 7);
             t->code = column_text(st, 8);
             t->feedback = column_text(st, 9);
+            t->prompt = column_text(st, 10);
         }
     }
     if (rc == PK_OK && step != SQLITE_DONE)
@@ -95,17 +97,61 @@ static int load_turns(pk_store *s, sqlite3_stmt *st, pk_stored_episode *e, int w
 #define EPISODE_SELECT                                                                             \
     "SELECT id, problem_id, group_id, seed, max_turns, config_json, task_prompt, created_at,"      \
     " finished_at, returns_json FROM episodes"
+/* Version 2; a version-1 store (opened read-only, so not migrated) is read as if migrated:
+ * its 0-based turns shifted to 1-based, no prompts. */
 #define TURNS_SELECT                                                                               \
     "SELECT turn, status, score, result_json, started_at, finished_at, action, summary, code,"     \
-    " feedback FROM turns WHERE episode_id = ? ORDER BY turn"
+    " feedback, prompt FROM turns WHERE episode_id = ? ORDER BY turn"
+#define TURNS_SELECT_V1                                                                            \
+    "SELECT turn + 1, status, score, result_json, started_at, finished_at, action, summary,"       \
+    " code, feedback, NULL FROM turns WHERE episode_id = ? ORDER BY turn"
 
 static int prepare_both(pk_store *s, const char *episodes_sql, sqlite3_stmt **eps,
                         sqlite3_stmt **turns, pk_error *err) {
     *eps = *turns = NULL;
+    const char *turns_sql = s->version == 1 ? TURNS_SELECT_V1 : TURNS_SELECT;
     if (sqlite3_prepare_v2(s->db, episodes_sql, -1, eps, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(s->db, TURNS_SELECT, -1, turns, NULL) != SQLITE_OK)
+        sqlite3_prepare_v2(s->db, turns_sql, -1, turns, NULL) != SQLITE_OK)
         return pk_error_set(err, PK_ERR_IO, "trajectory store: %s", sqlite3_errmsg(s->db));
     return PK_OK;
+}
+
+/* " WHERE ..." for the filter (values bound in order by bind_filter), or "". */
+static int filter_sql(const pk_store_filter *f, pk_strbuf *sql) {
+    int rc = PK_OK, clauses = 0;
+    struct {
+        const char *column;
+        int n;
+    } lists[] = {{"problem_id", f ? f->n_problems : 0},
+                 {"group_id", f ? f->n_groups : 0},
+                 {"id", f ? f->n_episodes : 0}};
+    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+        if (lists[l].n <= 0)
+            continue;
+        rc = rc ? rc
+                : pk_strbuf_printf(sql, "%s%s IN (", clauses++ ? " AND " : " WHERE ",
+                                   lists[l].column);
+        for (int i = 0; i < lists[l].n; i++)
+            rc = rc ? rc : pk_strbuf_puts(sql, i ? ",?" : "?");
+        rc = rc ? rc : pk_strbuf_puts(sql, ")");
+    }
+    if (f && f->since > 0)
+        rc = rc ? rc : pk_strbuf_printf(sql, "%screated_at >= ?", clauses++ ? " AND " : " WHERE ");
+    return rc;
+}
+
+static void bind_filter(sqlite3_stmt *st, const pk_store_filter *f) {
+    if (!f)
+        return;
+    int k = 1;
+    for (int i = 0; i < f->n_problems; i++)
+        sqlite3_bind_text(st, k++, f->problems[i], -1, SQLITE_STATIC);
+    for (int i = 0; i < f->n_groups; i++)
+        sqlite3_bind_text(st, k++, f->groups[i], -1, SQLITE_STATIC);
+    for (int i = 0; i < f->n_episodes; i++)
+        sqlite3_bind_text(st, k++, f->episodes[i], -1, SQLITE_STATIC);
+    if (f->since > 0)
+        sqlite3_bind_double(st, k++, f->since);
 }
 
 /* Reads the episode at eps's current row, with its turns and returns, into e (zeroed). */
@@ -129,12 +175,20 @@ static int read_episode(pk_store *s, sqlite3_stmt *eps, sqlite3_stmt *turns, int
     return rc;
 }
 
-int pk_store_each_episode(pk_store *s, int with_text, pk_episode_fn fn, void *ctx, pk_error *err) {
-    sqlite3_stmt *eps, *turns;
+int pk_store_each_episode(pk_store *s, int with_text, const pk_store_filter *filter,
+                          pk_episode_fn fn, void *ctx, pk_error *err) {
+    sqlite3_stmt *eps = NULL, *turns = NULL;
     int step = SQLITE_DONE;
-    int rc = prepare_both(s, EPISODE_SELECT " ORDER BY created_at, id", &eps, &turns, err);
+    pk_strbuf sql = {0};
+    int rc = pk_strbuf_puts(&sql, EPISODE_SELECT);
+    rc = rc ? rc : filter_sql(filter, &sql);
+    rc = rc ? rc : pk_strbuf_puts(&sql, " ORDER BY created_at, id");
+    rc = rc ? pk_error_set(err, PK_ERR_NOMEM, "out of memory")
+            : prepare_both(s, sql.data, &eps, &turns, err);
+    pk_strbuf_free(&sql);
     if (rc)
         goto out;
+    bind_filter(eps, filter);
     /* One read transaction: a consistent snapshot even while a server keeps writing. */
     sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL);
     while (rc == PK_OK && (step = sqlite3_step(eps)) == SQLITE_ROW) {
@@ -160,6 +214,7 @@ void pk_store_episode_free(pk_store_episode *e) {
     for (int i = 0; i < e->n_turns; i++) {
         pk_turn_row *t = &e->turns[i];
         free((char *)t->episode_id);
+        free((char *)t->prompt);
         free((char *)t->action);
         free((char *)t->summary);
         free((char *)t->code);
@@ -193,6 +248,7 @@ static int publish(pk_stored_episode *from, pk_store_episode **out, pk_error *er
         pk_stored_turn *t = &from->turns[i];
         e->turns[i] = (pk_turn_row){.episode_id = strdup(from->id),
                                     .turn = t->turn,
+                                    .prompt = t->prompt,
                                     .action = t->action,
                                     .summary = t->summary,
                                     .code = t->code,
@@ -202,7 +258,7 @@ static int publish(pk_stored_episode *from, pk_store_episode **out, pk_error *er
                                     .feedback = t->feedback,
                                     .started_at = t->started_at,
                                     .finished_at = t->finished_at};
-        t->action = t->summary = t->code = t->result_json = t->feedback = NULL;
+        t->prompt = t->action = t->summary = t->code = t->result_json = t->feedback = NULL;
         e->n_turns++;
         if (!e->turns[i].episode_id) {
             pk_store_episode_free(e);

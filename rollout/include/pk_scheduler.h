@@ -28,6 +28,8 @@ typedef struct pk_scheduler_opts {
     int queue_limit;        /* jobs accepted but not finished; beyond it submit says overloaded */
     const char *cache_dir;  /* compile and baseline caches; NULL: no caching */
     int remeasure_baseline; /* time the reference on every step instead of caching it */
+    double baseline_max_cv; /* a cached baseline with a higher CV is measured again; 0: 0.1 */
+    double baseline_max_age_s; /* ... and one older than this; 0: 86400 */
     /* Added by the rollout engine (zero keeps the defaults): */
     int run_host_slots; /* concurrent runs of host problems; 0: compile_workers */
     int max_bypass;     /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
@@ -54,7 +56,8 @@ typedef struct pk_scheduler_stats {
     uint64_t compile_cache_hits;
     uint64_t compile_cache_misses;
     uint64_t baseline_cache_hits;
-    double gpu_busy_ms; /* summed over GPUs since start */
+    uint64_t baseline_cache_stale; /* cached baselines measured again (CV or age over the limit) */
+    double gpu_busy_ms;            /* summed over GPUs since start */
     /* Added by the rollout engine: */
     int compile_workers;
     double compile_busy_ms; /* summed over compile workers since start */

@@ -57,12 +57,19 @@ int pk_cmd_eval(int argc, char **argv) {
     if (!a.server) {
         rc = pk_eval_server_start(&a, &embedded, &err);
         if (!rc && !a.quiet)
-            fprintf(stderr, "pkgym eval: started an embedded server (log: %s/serve.log)\n",
-                    embedded.dir);
+            fprintf(stderr,
+                    "pkgym eval: run %s; started an embedded server (log: %s; trajectory store, "
+                    "kept: %s/trajectories.sqlite)\n",
+                    a.run_id, embedded.log, embedded.data_dir);
+    } else if (!a.quiet) {
+        fprintf(stderr, "pkgym eval: run %s; the trajectories go to the store of %s\n", a.run_id,
+                a.server);
     }
     pk_eval_run run;
     memset(&run, 0, sizeof run);
     run.args = &a;
+    if (!a.server && !rc)
+        snprintf(run.store, sizeof run.store, "%s/trajectories.sqlite", embedded.data_dir);
     if (!rc)
         rc = evaluate(&a, policy, a.server ? NULL : &embedded,
                       a.server ? a.server : embedded.endpoint, &run, &err);

@@ -29,6 +29,8 @@ static void finish(pk_scheduler *s, pk_sched_job *j) {
         s->stats.compile_cache_misses++;
     if (j->task.baseline_cache_hit)
         s->stats.baseline_cache_hits++;
+    if (j->task.baseline_cache_stale)
+        s->stats.baseline_cache_stale++;
     pthread_mutex_unlock(&s->mu);
     pk_sched_job_free(j);
     void *ptr = c;

@@ -16,6 +16,7 @@ typedef struct harness_exec {
     pk_compile_cache *compile_cache; /* NULL: no caching */
     char *baseline_dir;              /* NULL: no caching */
     int remeasure_baseline;
+    double baseline_max_cv, baseline_max_age_s; /* > 0 (the defaults filled in) */
     pk_host_info host;
     pk_key_gate gate;        /* compile keys being compiled */
     pthread_mutex_t warm_mu; /* a task's job pointer and warm fields (warm vs compile) */
@@ -30,10 +31,14 @@ static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, 
 static pk_baseline_key baseline_key(const harness_exec *h, const pk_sched_task *t) {
     int gpu = pk_problem_needs_gpu(t->problem);
     /* Nodes are assumed homogeneous: the first GPU's model stands for the job's GPUs. */
+    /* The world size the job runs at: a per-episode one (options.check.world_size) has its
+     * own baseline. */
+    int world = t->opts.world_size > 0 ? t->opts.world_size
+                : t->opts.n_gpus > 0   ? t->opts.n_gpus
+                                       : pk_problem_world_size(t->problem);
     return (pk_baseline_key){.problem_id = pk_problem_id(t->problem),
                              .meta_json = pk_problem_meta_json(t->problem),
-                             .world_size = t->opts.n_gpus > 0 ? t->opts.n_gpus
-                                                              : pk_problem_world_size(t->problem),
+                             .world_size = world,
                              .device = gpu ? h->host.gpu_model : h->host.cpu_model,
                              .driver = gpu ? h->host.driver : "host",
                              .nccl = h->host.nccl};
@@ -65,10 +70,20 @@ static int compile_stage(harness_exec *h, pk_sched_task *t) {
     pk_eval_result_init(t->res);
     if (baseline_usable(h, t) && !h->remeasure_baseline && t->opts.baseline_us <= 0) {
         pk_baseline_key k = baseline_key(h, t);
-        double us;
-        if (pk_baseline_cache_lookup(h->baseline_dir, &k, &us)) {
-            t->opts.baseline_us = us;
-            t->baseline_cache_hit = 1;
+        pk_baseline_entry b;
+        char why[160];
+        if (pk_baseline_cache_lookup(h->baseline_dir, &k, &b)) {
+            /* A noisy or old baseline is measured again (and replaced) by this run. */
+            if (pk_baseline_stale(&b, pk_wall_time_s(), h->baseline_max_cv, h->baseline_max_age_s,
+                                  why, sizeof why)) {
+                t->baseline_cache_stale = 1;
+            } else {
+                t->opts.baseline_us = b.us;
+                t->opts.baseline_cv = b.cv;
+                t->opts.baseline_iters = b.iters;
+                t->opts.baseline_measured_at = b.measured_at;
+                t->baseline_cache_hit = 1;
+            }
         }
     }
     pk_job *job = NULL;
@@ -140,11 +155,19 @@ static int warm(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
 static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     harness_exec *h = ctx;
     int rc = pk_job_run(t->state, gpus, n_gpus, t->res, t->err);
+    const pk_timing *ref = &t->res->reference;
+    /* Only a baseline steady enough to be reused is cached; a noisy one is measured each step. */
     if (!rc && !t->baseline_cache_hit && baseline_usable(h, t) && t->res->has_timing &&
-        t->res->reference.median_us > 0) {
+        ref->median_us > 0 && ref->cv <= h->baseline_max_cv) {
         pk_baseline_key k = baseline_key(h, t);
+        pk_baseline_entry b = {.us = ref->median_us,
+                               .cv = ref->cv,
+                               .iters = ref->iters,
+                               .measured_at = t->res->baseline.measured_at > 0
+                                                  ? t->res->baseline.measured_at
+                                                  : pk_wall_time_s()};
         pk_error store_err;
-        pk_baseline_cache_store(h->baseline_dir, &k, t->res->reference.median_us, &store_err);
+        pk_baseline_cache_store(h->baseline_dir, &k, &b, &store_err);
     }
     return rc;
 }
@@ -176,6 +199,10 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
     if (!h)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     h->remeasure_baseline = opts ? opts->remeasure_baseline : 0;
+    h->baseline_max_cv =
+        opts && opts->baseline_max_cv > 0 ? opts->baseline_max_cv : PK_BASELINE_DEFAULT_MAX_CV;
+    h->baseline_max_age_s = opts && opts->baseline_max_age_s > 0 ? opts->baseline_max_age_s
+                                                                 : PK_BASELINE_DEFAULT_MAX_AGE_S;
     pk_key_gate_init(&h->gate);
     pthread_mutex_init(&h->warm_mu, NULL);
     pk_host_info_read(&h->host);

@@ -15,11 +15,12 @@ typedef struct pk_sched_task {
     pk_eval_opts opts; /* a copy; its strings live as long as the task */
     pk_eval_result *res;
     pk_error *err;
-    void *state;            /* the executor's per-job state */
-    int run_needed;         /* set by compile: 1 when the job goes on to a run */
-    int compile_cache_hit;  /* set by compile: the object came from the compile cache */
-    int compile_cache_miss; /* set by compile: compiled afresh (and stored) */
-    int baseline_cache_hit; /* set by compile */
+    void *state;              /* the executor's per-job state */
+    int run_needed;           /* set by compile: 1 when the job goes on to a run */
+    int compile_cache_hit;    /* set by compile: the object came from the compile cache */
+    int compile_cache_miss;   /* set by compile: compiled afresh (and stored) */
+    int baseline_cache_hit;   /* set by compile */
+    int baseline_cache_stale; /* set by compile: an entry existed but is measured again */
     /* Pre-grant (warm) bookkeeping of the executor, under its own lock: */
     int compile_over; /* compile has returned: too late to warm */
     int warm_pending; /* warm came before compile had a job: start it once there is one */

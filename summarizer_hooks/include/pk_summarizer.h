@@ -43,6 +43,12 @@ int pk_summarizer_create(const char *options_json, const char *templates_dir, pk
                          pk_error *err);
 void pk_summarizer_free(pk_summarizer *s);
 
+/* Every setting in effect, defaults included, as a JSON object that pk_summarizer_create
+ * accepts back: budget_chars, budget_tokens, compile_log_chars, stderr_chars, summary_chars,
+ * hooks {summarize, feedback, history: {use, timeout_ms}}. malloc'd; NULL only when out of
+ * memory. */
+char *pk_summarizer_settings_json(const pk_summarizer *s);
+
 /* Optional: the problem this episode is about. With an entry name, parse_action also requires
  * the code to mention it; the id is passed to hooks. Strings are copied. */
 int pk_summarizer_set_problem(pk_summarizer *s, const char *problem_id, const char *entry,

@@ -95,13 +95,13 @@ static char *pk_fb_runtime_error(const pk_summarizer *s, const pk_eval_result *r
     return text;
 }
 
+/* The harness's reason is one clause ("rank 1 of 2 did not finish within the 3000 ms run limit
+ * (stopped after 3023 ms; rank 0: done; rank 1: candidate, trial 1)"), quoted as it is, without
+ * a final period; without one, the clause is built from the hung ranks. */
 static char *pk_fb_timeout(const pk_summarizer *s, const pk_eval_result *r) {
-    pk_strbuf ranks = {0};
+    pk_strbuf ranks = {0}, what = {0};
     for (int i = 0; i < r->n_hung && i < PK_EVAL_MAX_RANKS; i++) {
         pk_strbuf_printf(&ranks, "%s%d", i ? ", " : "", r->hung_ranks[i]);
-    }
-    if (ranks.len == 0) {
-        pk_strbuf_puts(&ranks, "(not recorded)");
     }
     pk_num world;
     if (r->world_size > 0) {
@@ -109,13 +109,47 @@ static char *pk_fb_timeout(const pk_summarizer *s, const pk_eval_result *r) {
     } else {
         snprintf(world, sizeof(world), "?"); /* e.g. cancelled before the run started */
     }
-    const char *vars[] = {"ranks",      ranks.data ? ranks.data : "",
+    if (r->reason[0]) {
+        size_t n = strlen(r->reason);
+        while (n > 0 && (r->reason[n - 1] == '.' || r->reason[n - 1] == ' ')) {
+            n--;
+        }
+        pk_strbuf_append(&what, r->reason, n);
+    } else if (ranks.len) {
+        pk_strbuf_printf(&what, "rank%s %s of %s did not finish within the run's time limit",
+                         r->n_hung == 1 ? "" : "s", ranks.data, world);
+    } else {
+        pk_strbuf_puts(&what, "the run did not finish within its time limit");
+    }
+    const char *vars[] = {"ranks",      ranks.data ? ranks.data : "(not recorded)",
                           "world_size", world,
-                          "reason",     pk_nonempty(r->reason, "The run hit its time limit."),
+                          "reason",     what.data ? what.data : "",
                           NULL};
     char *text = pk_render_string(s, PK_TPL_FB_TIMEOUT, vars);
     pk_strbuf_free(&ranks);
+    pk_strbuf_free(&what);
     return text;
+}
+
+/* What happened to the trials other than the first failing one (1-based `first`): the
+ * harness stops at the first failure, so the later ones were usually not run. */
+static void pk_other_trials(int first, int n_run, int n_planned, int n_failed, pk_strbuf *out) {
+    if (n_failed > 1) {
+        pk_strbuf_printf(out, "; %d of the %d trials failed", n_failed, n_run);
+        return;
+    }
+    if (first == 2) {
+        pk_strbuf_puts(out, "; trial 1 passed");
+    } else if (first == 3) {
+        pk_strbuf_puts(out, "; trials 1 and 2 passed");
+    } else if (first > 3) {
+        pk_strbuf_printf(out, "; trials 1 to %d passed", first - 1);
+    }
+    if (n_run < n_planned) {
+        pk_strbuf_puts(out, first > 1 ? ", the rest were not run" : "; the rest were not run");
+    } else if (first < n_run) {
+        pk_strbuf_puts(out, first > 1 ? ", the later ones passed" : "; the others passed");
+    }
 }
 
 /* Trial, errors, first mismatch (rank, output, index, expected vs got), other failing ranks. */
@@ -134,15 +168,22 @@ static int pk_incorrect_details(const pk_summarizer *s, const pk_eval_result *r,
         return pk_strbuf_puts(out, pk_nonempty(r->reason, "the output did not match"));
     }
     const pk_trial_verdict *t = &r->trials[first];
+    /* "of N" counts the trials configured, not those that ran (the run stops at a failure). */
+    int planned = r->trials_planned > n_trials ? r->trials_planned : n_trials;
     pk_num trial, total, failed, max_abs, max_rel;
     snprintf(trial, sizeof(trial), "%d", first + 1);
-    snprintf(total, sizeof(total), "%d", n_trials);
+    snprintf(total, sizeof(total), "%d", planned);
     snprintf(failed, sizeof(failed), "%d", n_failed);
     snprintf(max_abs, sizeof(max_abs), "%.4g", t->max_abs_err);
     snprintf(max_rel, sizeof(max_rel), "%.4g", t->max_rel_err);
-    const char *tv[] = {"trial",   trial,   "n_trials", total,   "n_failed", failed,
-                        "max_abs", max_abs, "max_rel",  max_rel, NULL};
+    pk_strbuf others = {0};
+    pk_other_trials(first + 1, n_trials, planned, n_failed, &others);
+    const char *tv[] = {"trial",    trial,   "n_trials", total,
+                        "n_failed", failed,  "others",   others.data ? others.data : "",
+                        "max_abs",  max_abs, "max_rel",  max_rel,
+                        NULL};
     int rc = pk_render_to(out, s, PK_TPL_FRAG_TRIAL, tv);
+    pk_strbuf_free(&others);
     int n_mm = t->n_mismatch < PK_EVAL_MAX_RANKS ? t->n_mismatch : PK_EVAL_MAX_RANKS;
     if (rc == PK_OK && n_mm > 0 && t->mismatch[0].index >= 0) {
         const pk_rank_mismatch *m = &t->mismatch[0];
@@ -190,7 +231,9 @@ static char *pk_fb_correct(const pk_summarizer *s, const pk_eval_result *r) {
     pk_num time_us, base_us, speedup, percent, no_overlap_us, floor_us;
     double cand = r->candidate.median_us;
     snprintf(time_us, sizeof(time_us), "%.1f", cand);
-    snprintf(base_us, sizeof(base_us), "%.1f", r->reference.median_us);
+    /* The baseline the speedup used: a cached one leaves the reference untimed (0). */
+    double base = r->baseline.us > 0 ? r->baseline.us : r->reference.median_us;
+    snprintf(base_us, sizeof(base_us), "%.1f", base);
     snprintf(speedup, sizeof(speedup), "%.2f", r->speedup);
     pk_strbuf roofline = {0};
     if (r->roofline_no_overlap_us > 0 && r->roofline_floor_us > 0) {

@@ -60,13 +60,19 @@ static json_t *pk_result_json(const pk_summarizer *s, const pk_eval_result *r) {
     }
     json_object_set_new(o, "checks", checks);
     json_object_set_new(o, "trials", pk_trials_json(r));
+    json_object_set_new(o, "trials_planned", json_integer(r->trials_planned));
     if (r->has_timing) {
+        /* The baseline the speedup used: a cached one leaves the reference untimed (0). */
+        int cached = r->baseline.us > 0 && r->baseline.cached;
+        double base = r->baseline.us > 0 ? r->baseline.us : r->reference.median_us;
+        double base_cv = r->baseline.us > 0 ? r->baseline.cv : r->reference.cv;
         json_object_set_new(o, "timing",
-                            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "time_us",
-                                      r->candidate.median_us, "baseline_us", r->reference.median_us,
-                                      "speedup", r->speedup, "roofline_floor_us",
-                                      r->roofline_floor_us, "roofline_no_overlap_us",
-                                      r->roofline_no_overlap_us, "cv", r->candidate.cv));
+                            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s}", "time_us",
+                                      r->candidate.median_us, "baseline_us", base, "speedup",
+                                      r->speedup, "roofline_floor_us", r->roofline_floor_us,
+                                      "roofline_no_overlap_us", r->roofline_no_overlap_us, "cv",
+                                      r->candidate.cv, "baseline_cv", base_cv, "baseline_source",
+                                      cached ? "cached" : "measured"));
     }
     char *log = r->compile_log
                     ? pk_condense_compile_log(r->compile_log, (size_t)s->opt.compile_log_chars)

@@ -189,3 +189,42 @@ void pk_summarizer_options_free(pk_summarizer_options *o) {
         o->hooks[i].path = NULL;
     }
 }
+
+/* "builtin", or "plugin:/x.so" / "cmd:/x", as the options spell a hook. */
+static char *pk_opt_hook_spelling(const pk_hook *h) {
+    if (h->kind == PK_HOOK_BUILTIN) {
+        return strdup("builtin");
+    }
+    pk_strbuf sb = {0};
+    if (pk_strbuf_printf(&sb, "%s:%s", h->kind == PK_HOOK_PLUGIN ? "plugin" : "cmd",
+                         h->path ? h->path : "") != PK_OK) {
+        pk_strbuf_free(&sb);
+        return NULL;
+    }
+    return pk_strbuf_take(&sb);
+}
+
+char *pk_summarizer_settings_json(const pk_summarizer *s) {
+    const pk_summarizer_options *o = &s->opt;
+    json_t *hooks = json_object();
+    for (int i = 0; hooks && i < PK_HOOK_COUNT; i++) {
+        char *use = pk_opt_hook_spelling(&o->hooks[i]);
+        json_t *h =
+            use ? json_pack("{s:s, s:i}", "use", use, "timeout_ms", o->hooks[i].timeout_ms) : NULL;
+        free(use);
+        if (!h || json_object_set_new(hooks, pk_hook_slot_name((pk_hook_slot)i), h) != 0) {
+            json_decref(hooks);
+            hooks = NULL;
+        }
+    }
+    json_t *root = hooks ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:o}", "budget_chars",
+                                     (json_int_t)o->budget_chars, "budget_tokens",
+                                     (json_int_t)o->budget_tokens, "compile_log_chars",
+                                     (json_int_t)o->compile_log_chars, "stderr_chars",
+                                     (json_int_t)o->stderr_chars, "summary_chars",
+                                     (json_int_t)o->summary_chars, "hooks", hooks)
+                         : NULL;
+    char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return text;
+}

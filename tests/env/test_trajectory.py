@@ -14,7 +14,7 @@ import msgpack
 from pkserver import SRC, Server, selftest_problems
 
 NO_CODE = "No code this turn, only a plan."
-TURN_FIELDS = {"turn", "action", "summary", "code", "status", "score", "result", "feedback",
+TURN_FIELDS = {"turn", "prompt", "action", "summary", "code", "status", "score", "result", "feedback",
                "started_at", "finished_at"}
 REPLY_FIELDS = {"ok", "id", "episode", "problem", "group", "seed", "max_turns", "done",
                 "in_flight", "settings", "turns", "returns"}
@@ -65,6 +65,7 @@ def test_finished_episode(c, pid):
     r = c.call("reset", problem=pid, seed=11, max_turns=2, group="g-traj",
                options={"reward": {"gamma": 0.7, "penalty_format": 0.25}})
     ep = r["episode"]
+    expect(r["info"]["settings"]["seed_source"] == "client", "a client's seed")
     s1 = c.call("step", episode=ep, action=NO_CODE, summary="first plan")
     s2 = c.call("step", episode=ep, action=NO_CODE + " Still none.")
     expect(s2["truncated"] and s2["info"]["returns"], "episode ended")
@@ -85,6 +86,9 @@ def test_finished_episode(c, pid):
     expect(after["turns"][0]["summary"] == "first plan", "summary")
     expect(after["turns"][1]["action"] == NO_CODE + " Still none.", "action")
     expect(after["turns"][0]["feedback"] == s1["observation"]["feedback"], "feedback")
+    # The exact prompt each turn answered: reset's, then the one step 1 returned.
+    expect(after["turns"][0]["prompt"] == r["observation"]["prompt"], "turn 1 prompt")
+    expect(after["turns"][1]["prompt"] == s1["observation"]["prompt"], "turn 2 prompt")
     expect(all(t["status"] == "format_error" for t in after["turns"]), "statuses")
     expect(after["turns"][0]["result"]["status"] == "format_error", "stored result")
     # Closed stays closed for everything else.
@@ -94,15 +98,19 @@ def test_finished_episode(c, pid):
 
 
 def test_unfinished_episode(c, pid):
-    """Closed before its end and without a seed: done false, no returns, seed nil."""
-    ep = c.call("reset", problem=pid, max_turns=3)["episode"]
+    """Closed before its end and without a seed: done false, no returns, the drawn seed."""
+    r = c.call("reset", problem=pid, max_turns=3)
+    ep = r["episode"]
+    seed = r["info"]["settings"]["seed"]
+    expect(isinstance(seed, int) and 0 <= seed < 2 ** 53, f"a drawn seed {seed}")
+    expect(r["info"]["settings"]["seed_source"] == "drawn", "seed_source drawn")
     c.call("step", episode=ep, action=NO_CODE)
     before = c.call("trajectory", episode=ep)
     c.call("close", episode=ep)
     after = c.call("trajectory", episode=ep)
     expect_same(after, before, "unfinished episode after close")
     expect(not after["done"] and after["returns"] is None, "not done, no returns")
-    expect(after["seed"] is None and after["group"] is None, "no seed, no group")
+    expect(after["seed"] == seed and after["group"] is None, "the drawn seed, no group")
     expect(len(after["turns"]) == 1, "one turn")
     # An episode closed right after reset: in the store with no turns.
     empty = c.call("reset", problem=pid)["episode"]

@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
                 scores[t] = pk_reward_score(&c, &f);
                 snprintf(code, sizeof code, "__global__ void k%d_%d() {}", j, t);
                 pk_turn_row row = {.episode_id = id,
-                                   .turn = t,
+                                   .turn = t + 1,
                                    .action = "reasoning + code",
                                    .summary = "plan",
                                    .code = code,

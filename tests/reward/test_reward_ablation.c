@@ -41,7 +41,7 @@ static void write_episode(pk_store *s, const char *id, const char *group, const 
             assert_int_equal(pk_turn_facts_from_result_json(results[t], &f, &err), PK_OK);
         scores[t] = pk_reward_score(&c, &f);
         pk_turn_row row = {.episode_id = id,
-                           .turn = t,
+                           .turn = t + 1,
                            .status = status[t],
                            .score = scores[t],
                            .result_json = results[t]};
@@ -188,12 +188,105 @@ static void bad_stored_config_is_an_error(void **state) {
     pk_store_close(s);
 }
 
+/* Group normalization never merges episodes that have no group: each is its own set, and the
+ * result says how many there were. */
+static void ungrouped_episodes_are_their_own_sets(void **state) {
+    pk_store *s = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_open(*state, &s, &err), PK_OK);
+    const pk_status sc[] = {PK_STATUS_CORRECT, PK_STATUS_CORRECT};
+    const char *rc[] = {correct_17x, correct_1x};
+    const pk_status sd[] = {PK_STATUS_COMPILE_ERROR, PK_STATUS_CORRECT};
+    const char *rd[] = {compile_error, correct_1x};
+    write_episode(s, "C", NULL, NULL, sc, rc, 2, 1);
+    write_episode(s, "D", NULL, NULL, sd, rd, 2, 1);
+    pk_store_close(s);
+    pk_ablation a;
+    pk_ablation_opts o = {.normalize = PK_NORMALIZE_GROUP, .eps = 0, .tolerance = 1e-9};
+    run_ablation(*state, &o, &a);
+    assert_int_equal(a.n_episodes, 4);
+    assert_int_equal(a.n_ungrouped, 2);
+    assert_int_equal(a.n_sets, 4); /* g0, g1, C alone, D alone */
+    int seen = 0;
+    for (int k = 0; k < a.n_sets; k++) {
+        if (!a.sets[k].ungrouped)
+            continue;
+        seen++;
+        assert_int_equal(a.sets[k].n_trajectories, 1);
+        assert_int_equal(a.sets[k].n_turns, 2);
+        assert_true(strcmp(a.sets[k].key, "(ungrouped) C") == 0 ||
+                    strcmp(a.sets[k].key, "(ungrouped) D") == 0);
+    }
+    assert_int_equal(seen, 2);
+    /* D over its own returns (0.52, 1.3): two values, so advantages -1 and 1 (eps 0). */
+    const pk_ablation_episode *D = &a.episodes[3];
+    assert_string_equal(D->id, "D");
+    assert_near(D->turns[0].ret, 0.52, EPS);
+    assert_near(D->turns[0].advantage, -1.0, 1e-12);
+    assert_near(D->turns[1].advantage, 1.0, 1e-12);
+    pk_ablation_free(&a);
+    /* Problem normalization still puts all four in the problem's set. */
+    o.normalize = PK_NORMALIZE_PROBLEM;
+    run_ablation(*state, &o, &a);
+    assert_int_equal(a.n_sets, 1);
+    assert_int_equal(a.n_ungrouped, 0);
+    assert_int_equal(a.sets[0].n_trajectories, 4);
+    pk_ablation_free(&a);
+}
+
+static void filters_select_episodes(void **state) {
+    pk_store *s = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_open(*state, &s, &err), PK_OK);
+    const pk_status st[] = {PK_STATUS_CORRECT};
+    const char *r[] = {correct_1x};
+    write_episode(s, "E", "g1", NULL, st, r, 1, 1);
+    pk_store_close(s);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(*state, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE episodes SET created_at = 100 WHERE id IN ('A','B');"
+                                  "UPDATE episodes SET created_at = 5000, problem_id = 'allgather'"
+                                  " WHERE id = 'E'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    pk_store_filter f;
+    pk_ablation_opts o = {.eps = 1e-4, .tolerance = 1e-9, .filter = &f};
+    pk_ablation a;
+    struct {
+        pk_store_filter f;
+        const char *want;
+    } cases[] = {
+        {{.problems = {"allgather"}, .n_problems = 1}, "E"},
+        {{.problems = {"allgather", "allreduce"}, .n_problems = 2}, "ABE"},
+        {{.groups = {"g1"}, .n_groups = 1}, "BE"},
+        {{.groups = {"g1"}, .n_groups = 1, .problems = {"allreduce"}, .n_problems = 1}, "B"},
+        {{.episodes = {"A", "E"}, .n_episodes = 2}, "AE"},
+        {{.since = 1000}, "E"},
+        {{.since = 1000, .groups = {"g0"}, .n_groups = 1}, ""},
+        {{.problems = {"nope"}, .n_problems = 1}, ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        f = cases[i].f;
+        run_ablation(*state, &o, &a);
+        char got[8] = "";
+        for (int e = 0; e < a.n_episodes && e < 7; e++)
+            strncat(got, a.episodes[e].id, 1);
+        if (strcmp(got, cases[i].want) != 0)
+            fail_msg("filter case %zu: got '%s', want '%s'", i, got, cases[i].want);
+        pk_ablation_free(&a);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(stored_config_reproduces_online, setup, teardown),
         cmocka_unit_test_setup_teardown(other_config_and_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(tampered_online_values_are_caught, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_stored_config_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(ungrouped_episodes_are_their_own_sets, setup, teardown),
+        cmocka_unit_test_setup_teardown(filters_select_episodes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -99,7 +99,7 @@ def compare(out, exp, label):
     for e in out["episodes"]:
         x = exp[e["episode_id"]]
         for t in e["turns"]:
-            i = t["turn"]
+            i = t["turn"] - 1  # turns are numbered from 1
             for k, want in (("score", x["scores"][i]), ("return", x["returns"][i]),
                             ("advantage", x["adv"][i])):
                 check(close(t[k], want), f"{label}: {e['episode_id']} turn {i} {k} "
@@ -130,9 +130,11 @@ with tempfile.TemporaryDirectory() as d:
         c = dict(DEFAULT)
         c.update(stored_cfg[e["episode_id"]].get("reward", stored_cfg[e["episode_id"]]))
         x = expected(db, c, "problem")[e["episode_id"]]
+        check([t["turn"] for t in e["turns"]] == [1, 2, 3, 4], "turns numbered from 1")
         for t in e["turns"]:
-            check(close(t["score"], x["scores"][t["turn"]]), f"stored cfg score {e['episode_id']}")
-            check(close(t["return"], x["returns"][t["turn"]]), "stored cfg return")
+            check(close(t["score"], x["scores"][t["turn"] - 1]),
+                  f"stored cfg score {e['episode_id']}")
+            check(close(t["return"], x["returns"][t["turn"] - 1]), "stored cfg return")
             if e["finished"]:
                 check(close(t["return"], t["online_return"]), "online return reproduced")
     check(len(res["episodes"]) == 12, "12 trajectories")
@@ -206,8 +208,9 @@ with tempfile.TemporaryDirectory() as d:
     first = lines[0]
     check(first["task_prompt"] == "Implement the collective." and len(first["turns"]) == 4,
           "trajectory line fields")
-    check(all(k in first["turns"][0] for k in ("action", "summary", "code", "status", "score",
-                                                 "feedback", "result")), "turn fields")
+    check(all(k in first["turns"][0] for k in ("prompt", "action", "summary", "code", "status",
+                                                 "score", "feedback", "result")), "turn fields")
+    check([t["turn"] for t in first["turns"]] == [1, 2, 3, 4], "export turns numbered from 1")
     check(sum(l["online_returns"] is None for l in lines) == 1, "one unfinished in export")
     out_path = os.path.join(d, "verified.jsonl")
     rc, out, err = run("export", "--db", db, "--verified", "--out", out_path)
@@ -216,6 +219,82 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 0 and len(ver) == n_correct, f"verified: {len(ver)} lines, want {n_correct}")
     check(all(v["code"].startswith("__global__") and v["speedup"] > 0 and v["summary"] == "plan"
               and v["result"]["status"] == "correct" for v in ver), "verified records")
+
+    check(all(v["turn"] >= 1 and "prompt" in v and v["baseline_source"] == "measured"
+              and v["baseline_us"] == 100.0 for v in ver), "verified: turn, prompt, baseline")
+
+    # 6. Filters: --problem, --group, --episode, --since on reward and export.
+    con = sqlite3.connect(db)
+    con.execute("UPDATE episodes SET created_at = 1000")
+    con.execute("UPDATE episodes SET created_at = 2000000000 WHERE id IN"
+                " ('allreduce-2', 'allgather-3')")
+    con.commit()
+    con.close()
+
+    def ids(*flags):
+        rc, out, err = run("reward", "--db", db, "--json", "--config", cfg_path, *flags)
+        check(rc in (0, 1), f"reward {flags}: rc {rc}: {err}")
+        got = sorted(e["episode_id"] for e in json.loads(out)["episodes"])
+        rc, out, err = run("export", "--db", db, *flags)
+        check(rc == 0, f"export {flags}: rc {rc}: {err}")
+        exp_ids = sorted(json.loads(l)["episode_id"] for l in out.splitlines())
+        check(got == exp_ids, f"reward and export select the same episodes for {flags}")
+        return got
+
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    check(ids("--problem", "allgather") == [f"allgather-{j}" for j in range(6)], "--problem")
+    check(ids("--problem", "allgather", "--problem", "allreduce") ==
+          sorted(f"{p}-{j}" for p in ("allgather", "allreduce") for j in range(6)),
+          "--problem twice: either")
+    check(ids("--group", "g1") == sorted(f"{p}-{j}" for p in ("allgather", "allreduce")
+                                         for j in (1, 3, 5)), "--group")
+    check(ids("--group", "g1", "--problem", "allreduce") ==
+          ["allreduce-1", "allreduce-3", "allreduce-5"], "--group and --problem")
+    check(ids("--episode", "allreduce-4", "--episode", "allgather-0") ==
+          ["allgather-0", "allreduce-4"], "--episode")
+    check(ids("--since", "2030-01-01") == ["allgather-3", "allreduce-2"], "--since date")
+    check(ids("--since", "1999999999") == ["allgather-3", "allreduce-2"], "--since epoch")
+    check(ids("--since", "30000d") == sorted(f"{p}-{j}" for p in ("allgather", "allreduce")
+                                            for j in range(6)) == ids(), "--since age")
+    check(ids("--since", "1d") == ["allgather-3", "allreduce-2"], "--since 1d")
+    check(ids("--problem", "nope") == [], "no match")
+    rc, out, err = run("reward", "--db", db, "--since", "yesterday")
+    check(rc == 2 and "--since" in err, "bad --since named")
+    rc, out, err = run("export", "--db", db, "--problem")
+    check(rc == 2 and "needs a value" in err, "--problem without a value")
+
+    # 7. --config takes {"reward": {...}}, the shape of info.settings and reset's options.
+    with open(cfg_path, "w") as f:
+        json.dump({"reward": cfg, "feedback": {"budget_tokens": 8192}, "max_turns": 4,
+                   "stop_on_correct": False}, f)
+    rc, out, err = run("reward", "--db", db, "--config", cfg_path, "--json")
+    check(rc == 0, f"settings-shaped config: rc {rc}: {err}")
+    check(json.loads(out)["config"]["gamma"] == 0.8 and
+          json.loads(out)["config"]["clip_hi"] == 2.0, "settings-shaped config read")
+    with open(cfg_path, "w") as f:
+        json.dump({"reward": cfg, "gama": 1}, f)
+    rc, out, err = run("reward", "--db", db, "--config", cfg_path)
+    check(rc == 2 and "gama" in err, "unknown key next to 'reward' named")
+
+    # 8. --normalize group never merges episodes without a group: each is its own set.
+    con = sqlite3.connect(db)
+    con.execute("UPDATE episodes SET group_id = NULL WHERE id IN ('allreduce-0', 'allgather-0')")
+    con.commit()
+    con.close()
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = run("reward", "--db", db, "--config", cfg_path, "--json", "--normalize",
+                       "group")
+    res = json.loads(out)
+    check(rc == 0 and res["ungrouped"] == 2 and "2 episode(s) have no group" in err,
+          f"ungrouped counted and said: {err}")
+    keys = sorted(st["key"] for st in res["sets"])
+    check(keys == ["(ungrouped) allgather-0", "(ungrouped) allreduce-0", "g0", "g1"],
+          f"ungrouped episodes are sets of their own: {keys}")
+    check(all(st["trajectories"] == 1 for st in res["sets"] if st["ungrouped"]), "one each")
+    rc, out, err = run("reward", "--db", db, "--config", cfg_path, "--normalize", "group")
+    check("each is normalized on its own" in out, "the table says so too")
 
 print("reward cli:", "FAIL" if failures else "ok")
 sys.exit(1 if failures else 0)

@@ -235,6 +235,109 @@ static void stored_config(void **state) {
     assert_int_equal(pk_reward_config_from_stored_json("{\"reward\":3}", &c, &err), PK_ERR_INVALID);
 }
 
+/* The parts of a score (step info.reward_parts) are the terms of pk_reward_score: they sum to
+ * it exactly, for every status and setting. */
+static void breakdown_sums_to_the_score(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_reward_config_default(&c);
+    c.r_compile = 0.1;
+    c.r_run = 0.2;
+    c.penalty_rejected = 0.5;
+    c.penalty_format = 0.25;
+    c.transform = PK_SPEEDUP_LOG2;
+    for (int st = 0; st < PK_STATUS_COUNT; st++) {
+        pk_turn_facts f = {.status = (pk_status)st, .speedup = 2.5, .time_us = 40};
+        pk_reward_parts p;
+        pk_reward_breakdown(&c, &f, &p);
+        assert_true(p.total == pk_reward_score(&c, &f)); /* the same bits */
+        double sum = p.correctness + p.speedup_term + p.compile + p.run + p.penalty_rejected +
+                     p.penalty_format;
+        assert_near(sum, p.total, EPS);
+    }
+    pk_turn_facts ok = {.status = PK_STATUS_CORRECT, .speedup = 2.5};
+    pk_reward_parts p;
+    pk_reward_breakdown(&c, &ok, &p);
+    assert_near(p.correctness, 0.3, EPS);
+    assert_near(p.speedup, 2.5, EPS);
+    assert_near(p.speedup_term, log2(2.5), EPS);
+    assert_near(p.compile, 0.1, EPS);
+    assert_near(p.run, 0.2, EPS);
+    assert_near(p.penalty_rejected, 0.0, EPS);
+    pk_turn_facts fmt = {.status = PK_STATUS_FORMAT_ERROR};
+    pk_reward_breakdown(&c, &fmt, &p);
+    assert_near(p.penalty_format, -0.25, EPS);
+    assert_near(p.total, -0.25, EPS);
+    assert_near(p.correctness + p.speedup_term + p.compile + p.run, 0.0, EPS);
+    pk_turn_facts rej = {.status = PK_STATUS_REJECTED, .speedup = 9};
+    pk_reward_breakdown(&c, &rej, &p);
+    assert_near(p.penalty_rejected, -0.5, EPS);
+    assert_near(p.speedup, 0.0, EPS); /* only a correct turn's speedup counts */
+}
+
+/* The baseline of a result: `baseline` (cached or measured), else the reference time, else,
+ * for results stored before `baseline` existed with a cached baseline, speedup x time. */
+static void facts_baseline(void **state) {
+    (void)state;
+    pk_turn_facts f;
+    pk_error err = {0};
+    const char *cached = "{\"status\":\"correct\",\"speedup\":3.2,"
+                         "\"candidate\":{\"median_us\":15.3,\"cv\":0.03},"
+                         "\"reference\":{\"median_us\":0,\"cv\":0},"
+                         "\"baseline\":{\"us\":48.96,\"cv\":0.02,\"iters\":100,"
+                         "\"measured_at\":1.7e9,\"source\":\"cached\"}}";
+    assert_int_equal(pk_turn_facts_from_result_json(cached, &f, &err), PK_OK);
+    assert_near(f.baseline_us, 48.96, EPS);
+    assert_near(f.baseline_cv, 0.02, EPS);
+    assert_near(f.time_cv, 0.03, EPS);
+    assert_int_equal(f.baseline_cached, 1);
+    const char *measured = "{\"status\":\"correct\",\"speedup\":1.5,"
+                           "\"candidate\":{\"median_us\":100},"
+                           "\"reference\":{\"median_us\":150,\"cv\":0.04}}";
+    assert_int_equal(pk_turn_facts_from_result_json(measured, &f, &err), PK_OK);
+    assert_near(f.baseline_us, 150, EPS);
+    assert_near(f.baseline_cv, 0.04, EPS);
+    assert_int_equal(f.baseline_cached, 0);
+    const char *old_cached = "{\"status\":\"correct\",\"speedup\":2.0,"
+                             "\"candidate\":{\"median_us\":20},\"reference\":{\"median_us\":0}}";
+    assert_int_equal(pk_turn_facts_from_result_json(old_cached, &f, &err), PK_OK);
+    assert_near(f.baseline_us, 40, EPS);
+    assert_int_equal(f.baseline_cached, 1);
+}
+
+/* `pkgym reward --config` takes the reward keys, or the settings shape {"reward": {...}}. */
+static void user_config_shapes(void **state) {
+    (void)state;
+    pk_reward_config c;
+    pk_error err = {0};
+    pk_reward_config_default(&c);
+    assert_int_equal(pk_reward_config_merge_user_json(&c, "{\"gamma\":0.7}", &err), PK_OK);
+    assert_near(c.gamma, 0.7, EPS);
+    pk_reward_config_default(&c);
+    assert_int_equal(
+        pk_reward_config_merge_user_json(
+            &c,
+            "{\"reward\":{\"gamma\":0.9,\"mode\":\"max\"},\"feedback\":{\"budget_tokens\":10},"
+            "\"check\":{},\"stop_on_correct\":false,\"max_turns\":4,\"seed\":3,"
+            "\"seed_source\":\"client\",\"group\":null}",
+            &err),
+        PK_OK);
+    assert_near(c.gamma, 0.9, EPS);
+    assert_int_equal(c.mode, PK_RETURN_MAX);
+    const char *bad[][2] = {
+        {"{\"reward\":{\"gama\":1}}", "gama"},
+        {"{\"reward\":{},\"gamma\":0.5}", "next to 'reward'"},
+        {"{\"reward\":[]}", "'reward' must be an object"},
+        {"{\"feedback\":{}}", "feedback"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        pk_reward_config_default(&c);
+        assert_int_equal(pk_reward_config_merge_user_json(&c, bad[i][0], &err), PK_ERR_INVALID);
+        if (!strstr(err.message, bad[i][1]))
+            fail_msg("case %zu: '%s' lacks '%s'", i, err.message, bad[i][1]);
+    }
+}
+
 static void advantages(void **state) {
     (void)state;
     const double r[3] = {1, 2, 3};
@@ -262,6 +365,9 @@ int main(void) {
         cmocka_unit_test(config_json),
         cmocka_unit_test(stored_config),
         cmocka_unit_test(advantages),
+        cmocka_unit_test(breakdown_sums_to_the_score),
+        cmocka_unit_test(facts_baseline),
+        cmocka_unit_test(user_config_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,7 +76,8 @@ static void write_and_read_back(void **state) {
     assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_OK);
     assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_ERR_INVALID); /* duplicate id */
     pk_turn_row t = {.episode_id = "ep1",
-                     .turn = 0,
+                     .turn = 1,
+                     .prompt = "Write an all-reduce.\n\nFormat: ```cuda ...```",
                      .action = "<think>..</think>```cu```",
                      .summary = "tiled",
                      .code = "__global__ void k() {}",
@@ -97,10 +98,13 @@ static void write_and_read_back(void **state) {
     t.score = NAN;
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);
     t.score = 1.8;
-    t.turn = 0;
+    t.turn = 0; /* turns are numbered from 1 */
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "numbered from 1"));
+    t.turn = 1;
     t.episode_id = "nope";
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* unknown episode */
-    pk_turn_row fmt = {.episode_id = "ep1", .turn = 1, .status = PK_STATUS_FORMAT_ERROR};
+    pk_turn_row fmt = {.episode_id = "ep1", .turn = 2, .status = PK_STATUS_FORMAT_ERROR};
     assert_int_equal(pk_store_add_turn(s, &fmt, &err), PK_OK);
     const double returns[2] = {1.8, 0.0};
     assert_int_equal(pk_store_finish_episode(s, "ep1", returns, 1, &err), PK_ERR_INVALID);
@@ -113,7 +117,7 @@ static void write_and_read_back(void **state) {
     pk_store_close(s);
 
     expect_query(path, "PRAGMA journal_mode", "wal");
-    expect_query(path, "SELECT version FROM schema_version", "1");
+    expect_query(path, "SELECT version FROM schema_version", "2");
     expect_query(path,
                  "SELECT group_id || ',' || seed || ',' || max_turns || ',' || task_prompt"
                  " FROM episodes WHERE id='ep1'",
@@ -122,10 +126,14 @@ static void write_and_read_back(void **state) {
     expect_query(path, "SELECT finished_at > created_at FROM episodes WHERE id='ep1'", "1");
     expect_query(path,
                  "SELECT status || ',' || score || ',' || speedup || ',' || time_us || ',' ||"
-                 " baseline_us || ',' || summary || ',' || feedback FROM turns WHERE turn=0",
+                 " baseline_us || ',' || summary || ',' || feedback FROM turns WHERE turn=1",
                  "correct,1.8,1.5,10.0,15.0,tiled,correct, 1.50x");
-    expect_query(path, "SELECT status || ',' || (result_json IS NULL) FROM turns WHERE turn=1",
-                 "format_error,1");
+    expect_query(path, "SELECT prompt FROM turns WHERE turn=1",
+                 "Write an all-reduce.\n\nFormat: ```cuda ...```");
+    expect_query(path,
+                 "SELECT status || ',' || (result_json IS NULL) || ',' || (prompt IS NULL)"
+                 " FROM turns WHERE turn=2",
+                 "format_error,1,1");
     char *cfg = query_text(path, "SELECT config_json FROM episodes WHERE id='ep2'");
     pk_reward_config c, d;
     pk_reward_config_default(&d);
@@ -168,7 +176,8 @@ static void read_episode_back(void **state) {
     pk_store_episode_free(got);
 
     pk_turn_row t0 = {.episode_id = "ep1",
-                      .turn = 0,
+                      .turn = 1,
+                      .prompt = "Scale it.",
                       .action = "no code",
                       .summary = "plan",
                       .status = PK_STATUS_FORMAT_ERROR,
@@ -177,7 +186,8 @@ static void read_episode_back(void **state) {
                       .started_at = 1001.5,
                       .finished_at = 1001.75};
     pk_turn_row t1 = {.episode_id = "ep1",
-                      .turn = 1,
+                      .turn = 2,
+                      .prompt = "Scale it.\nEarlier: no code.",
                       .action = "```cuda\nx\n```",
                       .code = "x",
                       .status = PK_STATUS_CORRECT,
@@ -205,8 +215,10 @@ static void read_episode_back(void **state) {
     assert_int_equal(got->n_turns, 2);
     assert_true(got->returns[0] == returns[0] && got->returns[1] == returns[1]); /* exact */
     const pk_turn_row *a = &got->turns[0], *b = &got->turns[1];
-    assert_int_equal(a->turn, 0);
-    assert_int_equal(b->turn, 1);
+    assert_int_equal(a->turn, 1);
+    assert_int_equal(b->turn, 2);
+    assert_string_equal(a->prompt, "Scale it.");
+    assert_string_equal(b->prompt, "Scale it.\nEarlier: no code.");
     assert_string_equal(a->episode_id, "ep1");
     assert_string_equal(a->action, "no code");
     assert_string_equal(a->summary, "plan");
@@ -283,6 +295,95 @@ static void open_errors(void **state) {
     assert_int_equal(pk_store_open_readonly(path, &s, &err), PK_ERR_UNSUPPORTED);
 }
 
+/* A store written by the first schema (version 1: 0-based turns, no prompt column), as an older
+ * server left it. */
+static void write_v1_store(const char *path) {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    const char *sql =
+        "CREATE TABLE schema_version(version INTEGER NOT NULL);"
+        "INSERT INTO schema_version VALUES(1);"
+        "CREATE TABLE episodes(id TEXT PRIMARY KEY, problem_id TEXT NOT NULL, group_id TEXT,"
+        " seed INTEGER NOT NULL, max_turns INTEGER NOT NULL, config_json TEXT NOT NULL,"
+        " task_prompt TEXT, created_at REAL NOT NULL, finished_at REAL, returns_json TEXT);"
+        "CREATE TABLE turns(episode_id TEXT NOT NULL REFERENCES episodes(id),"
+        " turn INTEGER NOT NULL, action TEXT, summary TEXT, code TEXT, status TEXT NOT NULL,"
+        " score REAL NOT NULL, speedup REAL, time_us REAL, baseline_us REAL, result_json TEXT,"
+        " feedback TEXT, started_at REAL, finished_at REAL, PRIMARY KEY(episode_id, turn));"
+        "CREATE INDEX episodes_by_problem ON episodes(problem_id, group_id);"
+        "INSERT INTO episodes VALUES('old', 'selftest/scale', 'g', -1, 3, '{\"reward\":{}}',"
+        " 'Scale it.', 1000, 1010, '[0.5,1.0,0.25]');"
+        "INSERT INTO turns VALUES('old', 0, 'a0', 's0', NULL, 'compile_error', 0, NULL, NULL,"
+        " NULL, '{\"status\":\"compile_error\"}', 'f0', 1001, 1002);"
+        "INSERT INTO turns VALUES('old', 1, 'a1', 's1', 'c1', 'correct', 1.0, 2.0, 5.0, 10.0,"
+        " '{\"status\":\"correct\",\"speedup\":2.0}', 'f1', 1003, 1004);"
+        "INSERT INTO turns VALUES('old', 2, 'a2', 's2', 'c2', 'incorrect', 0.25, NULL, NULL,"
+        " NULL, '{\"status\":\"incorrect\"}', 'f2', 1005, 1006);";
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("v1 store: %s", msg);
+    sqlite3_close(db);
+}
+
+static void expect_old_episode(pk_store *s, int with_prompts_null) {
+    pk_store_episode *got = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_read_episode(s, "old", &got, &err), PK_OK);
+    assert_non_null(got);
+    assert_int_equal(got->n_turns, 3);
+    for (int i = 0; i < 3; i++) {
+        char want[8];
+        assert_int_equal(got->turns[i].turn, i + 1); /* 1-based, as everywhere */
+        snprintf(want, sizeof want, "a%d", i);
+        assert_string_equal(got->turns[i].action, want);
+        snprintf(want, sizeof want, "f%d", i);
+        assert_string_equal(got->turns[i].feedback, want);
+        if (with_prompts_null)
+            assert_null(got->turns[i].prompt);
+    }
+    assert_true(got->finished && got->returns[1] == 1.0 && got->returns[2] == 0.25);
+    assert_int_equal(got->row.seed, -1);
+    pk_store_episode_free(got);
+}
+
+/* A version-1 store still opens: read-only as if migrated (nothing written), and for writing
+ * migrated in place (turns 1-based, a prompt column), with nothing lost. */
+static void migrates_version_1(void **state) {
+    const char *path = db_path(state);
+    write_v1_store(path);
+    pk_store *s = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_store_open_readonly(path, &s, &err), PK_OK);
+    expect_old_episode(s, 1);
+    pk_store_close(s);
+    expect_query(path, "SELECT version FROM schema_version", "1"); /* untouched */
+    expect_query(path, "SELECT group_concat(turn) FROM turns", "0,1,2");
+
+    assert_int_equal(pk_store_open(path, &s, &err), PK_OK);
+    expect_query(path, "SELECT version FROM schema_version", "2");
+    expect_query(
+        path, "SELECT group_concat(turn || ':' || action) FROM (SELECT * FROM turns ORDER BY turn)",
+        "1:a0,2:a1,3:a2");
+    expect_query(path,
+                 "SELECT speedup || ',' || time_us || ',' || baseline_us || ',' || score"
+                 " FROM turns WHERE turn=2",
+                 "2.0,5.0,10.0,1.0");
+    expect_query(path, "SELECT count(*) FROM turns WHERE prompt IS NULL", "3");
+    expect_query(path, "PRAGMA integrity_check", "ok");
+    expect_old_episode(s, 1);
+    /* The migrated store takes new turns with prompts. */
+    pk_episode_row e = {.episode_id = "new", .problem_id = "p", .seed = 3, .max_turns = 1};
+    assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_OK);
+    pk_turn_row t = {.episode_id = "new", .turn = 1, .prompt = "P", .status = PK_STATUS_INCORRECT};
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
+    pk_store_close(s);
+    expect_query(path, "SELECT prompt FROM turns WHERE episode_id='new'", "P");
+    /* Opening again does not migrate twice. */
+    assert_int_equal(pk_store_open(path, &s, &err), PK_OK);
+    pk_store_close(s);
+    expect_query(path, "SELECT group_concat(turn) FROM turns WHERE episode_id='old'", "1,2,3");
+}
+
 enum { KILL_AFTER = 20, CHILD_TURNS = 100000 };
 
 /* The child writes turns forever and acknowledges each committed one on the pipe. */
@@ -297,7 +398,7 @@ static void child_writer(const char *path, int ack_fd) {
     for (int i = 0; i < CHILD_TURNS; i++) {
         snprintf(code, sizeof code, "kernel %d", i);
         pk_turn_row t = {.episode_id = "killed",
-                         .turn = i,
+                         .turn = i + 1,
                          .code = code,
                          .status = PK_STATUS_INCORRECT,
                          .score = 0.5 * i};
@@ -342,8 +443,9 @@ static void kill9_loses_only_steps_in_flight(void **state) {
     /* Every stored turn is complete and contiguous. */
     char sql[256];
     snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM turns WHERE episode_id='killed' AND turn < %d AND"
-             " code = 'kernel ' || turn AND score = 0.5 * turn AND status = 'incorrect'",
+             "SELECT count(*) FROM turns WHERE episode_id='killed' AND turn <= %d AND"
+             " code = 'kernel ' || (turn - 1) AND score = 0.5 * (turn - 1) AND"
+             " status = 'incorrect'",
              n);
     char *ok = query_text(path, sql);
     assert_int_equal(atoi(ok), n);
@@ -352,7 +454,7 @@ static void kill9_loses_only_steps_in_flight(void **state) {
     pk_store *s = NULL;
     pk_error err = {0};
     assert_int_equal(pk_store_open(path, &s, &err), PK_OK);
-    pk_turn_row t = {.episode_id = "killed", .turn = n, .status = PK_STATUS_CORRECT};
+    pk_turn_row t = {.episode_id = "killed", .turn = n + 1, .status = PK_STATUS_CORRECT};
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
     pk_store_close(s);
 }
@@ -376,7 +478,7 @@ static void *writer_thread(void *p) {
     if (!w->rc)
         w->rc = pk_store_begin_episode(s, &e, NULL);
     for (int i = 0; !w->rc && i < WRITER_TURNS; i++) {
-        pk_turn_row t = {.episode_id = id, .turn = i, .status = PK_STATUS_INCORRECT};
+        pk_turn_row t = {.episode_id = id, .turn = i + 1, .status = PK_STATUS_INCORRECT};
         w->rc = pk_store_add_turn(s, &t, NULL);
     }
     pk_store_close(s);
@@ -405,6 +507,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(write_and_read_back, setup, teardown),
         cmocka_unit_test_setup_teardown(read_episode_back, setup, teardown),
         cmocka_unit_test_setup_teardown(open_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(migrates_version_1, setup, teardown),
         cmocka_unit_test_setup_teardown(kill9_loses_only_steps_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers, setup, teardown),
     };

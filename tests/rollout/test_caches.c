@@ -1,5 +1,6 @@
 /* Compile cache (hit, miss, a changed key misses, bad keys) and baseline cache (hit; a
- * change of problem sizes, world size, GPU model, driver or NCCL misses; corrupt entries). */
+ * change of problem sizes, world size, GPU model, driver or NCCL misses; corrupt entries;
+ * entries too noisy, too old or of the first format are stale). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,11 +82,14 @@ static void test_baseline_cache(void **state) {
                          .device = "NVIDIA H200",
                          .driver = "580.159",
                          .nccl = "22803"};
-    double us = 0;
-    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &us), 0);
-    assert_int_equal(pk_baseline_cache_store(dir, &k, 123.25, &err), PK_OK);
-    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &us), 1);
-    assert_true(us == 123.25);
+    pk_baseline_entry got = {0};
+    pk_baseline_entry e = {.us = 123.25, .cv = 0.0125, .iters = 100, .measured_at = 1.7e9 + 0.5};
+    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &got), 0);
+    assert_int_equal(pk_baseline_cache_store(dir, &k, &e, &err), PK_OK);
+    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &got), 1);
+    /* The entry keeps the measurement's CV, repetitions and time, exactly. */
+    assert_true(got.us == 123.25 && got.cv == 0.0125 && got.iters == 100 &&
+                got.measured_at == 1.7e9 + 0.5);
 
     pk_baseline_key v[5];
     for (int i = 0; i < 5; i++)
@@ -96,12 +100,65 @@ static void test_baseline_cache(void **state) {
     v[3].driver = "580.160";
     v[4].nccl = "22809";
     for (int i = 0; i < 5; i++)
-        assert_int_equal(pk_baseline_cache_lookup(dir, &v[i], &us), 0);
+        assert_int_equal(pk_baseline_cache_lookup(dir, &v[i], &got), 0);
 
-    assert_int_equal(pk_baseline_cache_store(dir, &k, 0, &err), PK_ERR_INVALID);
-    assert_int_equal(pk_baseline_cache_store(dir, &k, 99.5, &err), PK_OK); /* re-measured */
-    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &us), 1);
-    assert_true(us == 99.5);
+    pk_baseline_entry zero = {0};
+    assert_int_equal(pk_baseline_cache_store(dir, &k, &zero, &err), PK_ERR_INVALID);
+    e.us = 99.5; /* re-measured */
+    assert_int_equal(pk_baseline_cache_store(dir, &k, &e, &err), PK_OK);
+    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &got), 1);
+    assert_true(got.us == 99.5);
+    free(dir);
+}
+
+/* A cached baseline is measured again when its CV is high, when it is too old, or when it
+ * lacks those facts (an entry of the first format, "key\n<us>\n"). */
+static void test_baseline_staleness(void **state) {
+    char why[160];
+    double now = 1.8e9;
+    pk_baseline_entry fresh = {.us = 50, .cv = 0.02, .iters = 100, .measured_at = now - 60};
+    assert_null(pk_baseline_stale(&fresh, now, 0.1, 3600, why, sizeof why));
+    assert_null(pk_baseline_stale(&fresh, now, 0, 0, why, sizeof why)); /* the defaults */
+
+    pk_baseline_entry noisy = fresh;
+    noisy.cv = 0.25;
+    assert_non_null(pk_baseline_stale(&noisy, now, 0.1, 3600, why, sizeof why));
+    assert_non_null(strstr(why, "CV 0.250 is above 0.100"));
+    assert_non_null(pk_baseline_stale(&noisy, now, 0, 0, why, sizeof why)); /* default 0.1 */
+    assert_null(pk_baseline_stale(&noisy, now, 0.3, 3600, why, sizeof why));
+
+    pk_baseline_entry old = fresh;
+    old.measured_at = now - 7200;
+    assert_non_null(pk_baseline_stale(&old, now, 0.1, 3600, why, sizeof why));
+    assert_non_null(strstr(why, "7200 s old"));
+    old.measured_at = now - 2 * PK_BASELINE_DEFAULT_MAX_AGE_S;
+    assert_non_null(pk_baseline_stale(&old, now, 0, 0, why, sizeof why));
+
+    /* An entry written by the first format: no CV, no time: never trusted. */
+    char *dir = NULL;
+    pk_error err;
+    assert_int_equal(pk_baseline_cache_open(root, &dir, &err), PK_OK);
+    pk_baseline_key k = {.problem_id = "selftest/scale",
+                         .meta_json = "{}",
+                         .world_size = 2,
+                         .device = "host",
+                         .driver = "host",
+                         .nccl = "none"};
+    pk_baseline_entry e = {.us = 42, .cv = 0.01, .iters = 20, .measured_at = now};
+    assert_int_equal(pk_baseline_cache_store(dir, &k, &e, &err), PK_OK);
+    /* Rewrite the file in the first format, under the same name. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "for f in %s/*.txt; do grep -q 'problem=selftest/scale' \"$f\" && "
+             "{ head -n1 \"$f\" > \"$f.new\"; echo 42.5 >> \"$f.new\"; mv \"$f.new\" \"$f\"; }; "
+             "done; true",
+             dir);
+    assert_int_equal(system(cmd), 0);
+    pk_baseline_entry got;
+    assert_int_equal(pk_baseline_cache_lookup(dir, &k, &got), 1);
+    assert_true(got.us == 42.5 && got.cv < 0 && got.measured_at == 0);
+    assert_non_null(pk_baseline_stale(&got, now, 0, 0, why, sizeof why));
+    assert_non_null(strstr(why, "not recorded"));
     free(dir);
 }
 
@@ -150,9 +207,8 @@ static void test_key_gate(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compile_cache),
-        cmocka_unit_test(test_baseline_cache),
-        cmocka_unit_test(test_host_info),
+        cmocka_unit_test(test_compile_cache),      cmocka_unit_test(test_baseline_cache),
+        cmocka_unit_test(test_baseline_staleness), cmocka_unit_test(test_host_info),
         cmocka_unit_test(test_key_gate),
     };
     return cmocka_run_group_tests(tests, make_root, remove_root);

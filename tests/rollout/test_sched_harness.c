@@ -1,8 +1,10 @@
 /* The scheduler with the real executor (harness + caches) on the selftest suite (host ranks
  * over MPI, no GPU): a compile cache miss then a hit for the same source, a miss when the
  * compile flags change (another candidate include dir is another -I flag, hence another key)
- * and when the source changes; the baseline cache feeds the stored reference time to later
- * steps, and remeasure_baseline bypasses it. */
+ * and when the source changes; the baseline cache feeds the stored reference time (with its CV,
+ * repetitions and time) to later steps, remeasure_baseline bypasses it, and an entry older than
+ * baseline_max_age_s is measured again. Host timings are noisy (CV often > 0.1), so these tests
+ * raise baseline_max_cv; test_noisy_baseline_is_measured_again lowers it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,7 +69,8 @@ typedef struct sched {
     pk_scheduler *s;
 } sched;
 
-static void start_with(sched *sc, env *e, int remeasure, int compile_workers) {
+static void start_opts(sched *sc, env *e, int remeasure, int compile_workers, double max_cv,
+                       double max_age_s) {
     static int seq;
     char ep[64];
     snprintf(ep, sizeof ep, "inproc://harness-done-%d", seq++);
@@ -82,11 +85,17 @@ static void start_with(sched *sc, env *e, int remeasure, int compile_workers) {
                            .done_endpoint = ep,
                            .compile_workers = compile_workers,
                            .cache_dir = cache,
-                           .remeasure_baseline = remeasure};
+                           .remeasure_baseline = remeasure,
+                           .baseline_max_cv = max_cv,
+                           .baseline_max_age_s = max_age_s};
     pk_error err;
     int rc = pk_scheduler_create(&o, &sc->s, &err);
     if (rc)
         fail_msg("create: %s", err.message);
+}
+
+static void start_with(sched *sc, env *e, int remeasure, int compile_workers) {
+    start_opts(sc, e, remeasure, compile_workers, 1e6, 0);
 }
 
 static void start(sched *sc, env *e, int remeasure) {
@@ -126,6 +135,14 @@ static void test_compile_and_baseline_cache(void **state) {
     assert_int_equal(c->result.status, PK_STATUS_CORRECT);
     assert_true(c->result.has_timing && c->result.reference.median_us > 0);
     double baseline = c->result.reference.median_us;
+    /* Measured now: the baseline is the reference, with its CV and repetitions. */
+    assert_int_equal(c->result.baseline.cached, 0);
+    assert_true(c->result.baseline.us == baseline);
+    assert_true(c->result.baseline.cv == c->result.reference.cv);
+    assert_int_equal(c->result.baseline.iters, c->result.reference.iters);
+    assert_true(c->result.baseline.measured_at > 1.6e9);
+    double measured_at = c->result.baseline.measured_at;
+    double baseline_cv = c->result.reference.cv;
     pk_completion_free(c);
     pk_scheduler_get_stats(sc.s, &st);
     assert_int_equal(st.compile_cache_misses, 1);
@@ -138,6 +155,12 @@ static void test_compile_and_baseline_cache(void **state) {
     assert_true(c->result.candidate.median_us > 0);
     assert_true(fabs(c->result.speedup - baseline / c->result.candidate.median_us) <=
                 1e-9 * c->result.speedup);
+    /* The result carries the cached baseline itself, not the untimed reference's 0. */
+    assert_int_equal(c->result.baseline.cached, 1);
+    assert_true(c->result.reference.median_us == 0);
+    assert_true(fabs(c->result.baseline.us - baseline) <= 1e-9 * baseline);
+    assert_true(fabs(c->result.baseline.cv - baseline_cv) <= 1e-9 * (baseline_cv + 1e-12));
+    assert_true(fabs(c->result.baseline.measured_at - measured_at) < 1e-3);
     pk_completion_free(c);
     pk_scheduler_get_stats(sc.s, &st);
     assert_int_equal(st.compile_cache_hits, 1);
@@ -224,9 +247,53 @@ static void test_identical_jobs_compile_once(void **state) {
     stop(&sc);
 }
 
+/* An entry older than baseline_max_age_s is measured again (and replaced). */
+static void test_old_baseline_is_measured_again(void **state) {
+    env *e = *state;
+    sched sc;
+    start_opts(&sc, e, 0, 1, 1e6, 0.001);
+    char *src = malloc(strlen(correct_scale) + 32);
+    sprintf(src, "// aged\n%s", correct_scale);
+    pk_completion *c = evaluate(&sc, e, src); /* a baseline is cached (or already was) */
+    assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+    pk_completion_free(c);
+    usleep(20000); /* the entry is now older than 1 ms */
+    c = evaluate(&sc, e, src);
+    assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+    assert_int_equal(c->result.baseline.cached, 0);
+    assert_true(c->result.reference.median_us > 0); /* the reference was timed again */
+    pk_completion_free(c);
+    pk_scheduler_stats st;
+    pk_scheduler_get_stats(sc.s, &st);
+    assert_int_equal(st.baseline_cache_hits, 0);
+    assert_int_equal(st.baseline_cache_stale, 2);
+    stop(&sc);
+    free(src);
+}
+
+/* A cached entry whose CV is above baseline_max_cv is not used: the reference is timed again.
+ * (The tests above cached one for selftest/scale; no real measurement has a CV of 1e-9.) */
+static void test_noisy_baseline_is_measured_again(void **state) {
+    env *e = *state;
+    sched sc;
+    start_opts(&sc, e, 0, 1, 1e-9, 0);
+    pk_completion *c = evaluate(&sc, e, correct_scale);
+    assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+    assert_int_equal(c->result.baseline.cached, 0);
+    assert_true(c->result.reference.median_us > 0 && c->result.reference.cv > 1e-9);
+    pk_completion_free(c);
+    pk_scheduler_stats st;
+    pk_scheduler_get_stats(sc.s, &st);
+    assert_int_equal(st.baseline_cache_hits, 0);
+    assert_int_equal(st.baseline_cache_stale, 1);
+    stop(&sc);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compile_and_baseline_cache),
+        cmocka_unit_test(test_old_baseline_is_measured_again),
+        cmocka_unit_test(test_noisy_baseline_is_measured_again),
         cmocka_unit_test(test_compile_error_is_not_cached),
         cmocka_unit_test(test_identical_jobs_compile_once),
     };

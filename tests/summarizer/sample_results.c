@@ -47,12 +47,13 @@ static char *dup(const char *s) {
     return d;
 }
 
+/* As the harness reports it: 5 trials configured, the first passed, the second failed, and
+ * the run stopped there (the rest were not run). */
 static void fill_incorrect(pk_eval_result *r) {
     r->world_size = 4;
-    r->n_trials = 5;
-    for (int i = 0; i < 5; i++) {
-        r->trials[i].passed = 1;
-    }
+    r->trials_planned = 5;
+    r->n_trials = 2;
+    r->trials[0].passed = 1;
     pk_trial_verdict *t = &r->trials[1];
     t->passed = 0;
     t->max_abs_err = 0.75;
@@ -60,9 +61,9 @@ static void fill_incorrect(pk_eval_result *r) {
     t->n_mismatch = 2;
     t->mismatch[0] = (pk_rank_mismatch){2, "out", 4097, 1.5, 0.75};
     t->mismatch[1] = (pk_rank_mismatch){3, "out", 12, -2.0, 0.0};
-    r->trials[3].passed = 0;
-    r->trials[3].max_abs_err = 0.5;
-    snprintf(r->reason, sizeof(r->reason), "2 of 5 trials failed");
+    snprintf(r->reason, sizeof(r->reason),
+             "trial 1: 2 rank(s) wrong; rank 2 out[4097]: expected 1.5, got 0.75 (max abs err "
+             "0.75)");
 }
 
 static void fill_correct(pk_eval_result *r, double no_overlap_us, double floor_us) {
@@ -71,10 +72,13 @@ static void fill_correct(pk_eval_result *r, double no_overlap_us, double floor_u
     r->candidate.median_us = 812.4;
     r->candidate.cv = 0.021;
     r->reference.median_us = 1000.2;
+    r->reference.cv = 0.013;
+    r->baseline = (pk_baseline_used){.us = 1000.2, .cv = 0.013, .iters = 100};
     r->speedup = 1000.2 / 812.4;
     r->roofline_no_overlap_us = no_overlap_us;
     r->roofline_floor_us = floor_us;
     r->n_trials = 5;
+    r->trials_planned = 5;
     for (int i = 0; i < 5; i++) {
         r->trials[i].passed = 1;
         r->trials[i].max_abs_err = 0.001 * (i + 1);
@@ -116,7 +120,11 @@ void sample_fill(pk_eval_result *r, sample_kind kind) {
         r->hung_ranks[0] = 1;
         r->hung_ranks[1] = 3;
         r->signal = 9;
-        snprintf(r->reason, sizeof(r->reason), "The run stage exceeded its 60 s limit.");
+        /* The reason as problems/src/run_classify.c writes it. */
+        snprintf(r->reason, sizeof(r->reason),
+                 "ranks 1, 3 of 4 did not finish within the 60000 ms run limit (stopped after "
+                 "60012 ms; rank 0: done; rank 1: candidate, trial 1; rank 2: done; rank 3: "
+                 "candidate, trial 1)");
         break;
     case SAMPLE_INCORRECT:
         fill_incorrect(r);

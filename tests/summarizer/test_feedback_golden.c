@@ -73,19 +73,35 @@ static void test_outcome_details(void **state) {
 
     sample_fill(&r, SAMPLE_TIMEOUT);
     fb = pk_summarizer_feedback(s, &r, NULL);
-    assert_non_null(strstr(fb, "rank(s) 1, 3 of 4"));
+    /* One sentence: who hung, of how many, the limit; then the advice. */
+    assert_non_null(strstr(fb, "Your previous answer timed out: ranks 1, 3 of 4 did not finish "
+                               "within the 60000 ms run limit (stopped after 60012 ms; "));
+    assert_non_null(strstr(fb, "rank 3: candidate, trial 1). Look for a deadlock"));
+    assert_null(strstr(fb, ". the"));
+    assert_null(strstr(fb, ".."));
+    free(fb);
+
+    memset(&r, 0, sizeof(r)); /* a timeout with hung ranks but no reason */
+    r.status = PK_STATUS_TIMEOUT;
+    r.world_size = 2;
+    r.n_hung = 1;
+    r.hung_ranks[0] = 1;
+    fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_non_null(strstr(fb, "timed out: rank 1 of 2 did not finish within the run's time "
+                               "limit. Look for"));
     free(fb);
 
     memset(&r, 0, sizeof(r)); /* a timeout before any rank was known */
     r.status = PK_STATUS_TIMEOUT;
     fb = pk_summarizer_feedback(s, &r, NULL);
     assert_non_null(
-        strstr(fb, "rank(s) (not recorded) of ? did not finish. The run hit its time limit."));
+        strstr(fb, "timed out: the run did not finish within its time limit. Look for"));
     free(fb);
 
     sample_fill(&r, SAMPLE_INCORRECT);
     fb = pk_summarizer_feedback(s, &r, NULL);
-    assert_non_null(strstr(fb, "Trial 2 of 5"));
+    assert_non_null(strstr(fb, "Trial 2 of 5 failed"));
+    assert_non_null(strstr(fb, "trial 1 passed, the rest were not run."));
     assert_non_null(strstr(fb, "rank 2, output out[4097]: expected 1.5, got 0.75"));
     assert_non_null(strstr(fb, "max abs error 0.75, max rel error 0.5"));
     free(fb);
@@ -119,10 +135,89 @@ static void test_outcome_details(void **state) {
     pk_summarizer_free(s);
 }
 
+/* The trial sentence names the trials configured and what happened to the others; it never
+ * shows a case the harness cannot produce ("Trial 1 of 1" when 5 were configured). */
+static void test_trial_counts(void **state) {
+    (void)state;
+    pk_summarizer *s = NULL;
+    assert_int_equal(pk_summarizer_create(NULL, NULL, &s, NULL), PK_OK);
+    struct {
+        int planned, run, failing; /* failing: 1-based; trials before it passed */
+        const char *want;
+    } cases[] = {
+        {5, 1, 1,
+         "Trial 1 of 5 failed: max abs error 1, max rel error 0.5; the rest were not run."},
+        {5, 2, 2,
+         "Trial 2 of 5 failed: max abs error 1, max rel error 0.5; trial 1 passed, the "
+         "rest were not run."},
+        {5, 3, 3,
+         "Trial 3 of 5 failed: max abs error 1, max rel error 0.5; trials 1 and 2 "
+         "passed, the rest were not run."},
+        {5, 5, 5,
+         "Trial 5 of 5 failed: max abs error 1, max rel error 0.5; trials 1 to 4 "
+         "passed."},
+        {1, 1, 1, "Trial 1 of 1 failed: max abs error 1, max rel error 0.5."},
+        {0, 1, 1, "Trial 1 of 1 failed: max abs error 1, max rel error 0.5."}, /* older result */
+        {4, 4, 2,
+         "Trial 2 of 4 failed: max abs error 1, max rel error 0.5; trial 1 passed, the "
+         "later ones passed."},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pk_eval_result r;
+        memset(&r, 0, sizeof r);
+        r.status = PK_STATUS_INCORRECT;
+        r.trials_planned = cases[i].planned;
+        r.n_trials = cases[i].run;
+        for (int k = 0; k < r.n_trials; k++)
+            r.trials[k].passed = k + 1 != cases[i].failing;
+        r.trials[cases[i].failing - 1].max_abs_err = 1;
+        r.trials[cases[i].failing - 1].max_rel_err = 0.5;
+        char *fb = pk_summarizer_feedback(s, &r, NULL);
+        if (!strstr(fb, cases[i].want))
+            fail_msg("case %zu: got '%s', want '%s'", i, fb, cases[i].want);
+        assert_null(strstr(fb, "failed in all"));
+        free(fb);
+    }
+    /* Trials run to the end with two failures (not what the harness does, but a plugin or an
+     * older result may say so): the count is of the trials run. */
+    pk_eval_result r;
+    memset(&r, 0, sizeof r);
+    r.status = PK_STATUS_INCORRECT;
+    r.trials_planned = 5;
+    r.n_trials = 5;
+    for (int k = 0; k < 5; k++)
+        r.trials[k].passed = k != 1 && k != 3;
+    char *fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_non_null(strstr(fb, "Trial 2 of 5 failed: max abs error 0, max rel error 0; 2 of the 5 "
+                               "trials failed."));
+    free(fb);
+    pk_summarizer_free(s);
+}
+
+/* A cached baseline leaves the reference untimed (0): the feedback shows the baseline used. */
+static void test_cached_baseline(void **state) {
+    (void)state;
+    pk_summarizer *s = NULL;
+    assert_int_equal(pk_summarizer_create(NULL, NULL, &s, NULL), PK_OK);
+    pk_eval_result r;
+    sample_fill(&r, SAMPLE_CORRECT);
+    memset(&r.reference, 0, sizeof r.reference);
+    r.baseline = (pk_baseline_used){.us = 49.25, .cv = 0.02, .iters = 100, .cached = 1};
+    r.candidate.median_us = 15.3;
+    r.speedup = 49.25 / 15.3;
+    char *fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_non_null(strstr(fb, "Time 15.3 us, baseline 49.2 us, speedup 3.22x."));
+    assert_null(strstr(fb, "baseline 0.0"));
+    free(fb);
+    pk_summarizer_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_outcome_matches_golden),
         cmocka_unit_test(test_outcome_details),
+        cmocka_unit_test(test_trial_counts),
+        cmocka_unit_test(test_cached_baseline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

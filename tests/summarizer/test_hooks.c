@@ -73,7 +73,8 @@ static void test_two_plugins_in_one_process(void **state) {
     t = pk_summarizer_feedback(terse, &r, NULL);
     assert_non_null(strstr(v, "Trials: trial 1 passed"));
     assert_non_null(strstr(v, "trial 2 FAILED (max abs 0.75"));
-    assert_string_equal(t, "incorrect: 2 of 5 trials failed");
+    assert_string_equal(t, "incorrect: trial 1: 2 rank(s) wrong; rank 2 out[4097]: expected 1.5, "
+                           "got 0.75 (max abs err 0.75)");
     free(t);
     free(v);
     sample_fill(&r, SAMPLE_CORRECT);

@@ -8,8 +8,12 @@ There is no language model here: a stand-in policy answers each turn with a resp
 wrapped in a ```cuda block) plus, with --with-garbage, a response that has no code block.
 Replace `policy` with your model's sampler.
 
-  python3 grpo_group.py --problem selftest/vector_add \
-      --responses problems/selftest/vector_add/solutions/*.cu -G 16 -T 4
+  python3 rollout/python/examples/grpo_group.py --problem selftest/scale \
+      --responses problems/selftest/scale/solutions/correct.cu \
+      problems/selftest/scale/solutions/wrong_rank.cu --with-garbage -G 16 -T 4
+
+(from the repository root, against `pkgym serve` on its default endpoint; --endpoint for
+another)
 """
 import argparse
 import asyncio

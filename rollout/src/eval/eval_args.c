@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "pk_eval_internal.h"
 
@@ -13,6 +15,13 @@ void pk_eval_usage(FILE *f) {
         "running server (--server) or an embedded `pkgym serve` child on an ipc:// endpoint.\n\n"
         "  --server ENDPOINT      a running server (default: start an embedded one)\n"
         "  --serve-arg ARG        pass ARG to the embedded `pkgym serve`; repeatable\n"
+        "  --data-dir DIR         the embedded server's trajectory store and caches, KEPT after\n"
+        "                         the run (default OUT/data: OUT/data/trajectories.sqlite, for\n"
+        "                         `pkgym reward` and `pkgym export`); with --server the store is\n"
+        "                         that server's own --data-dir\n"
+        "  --run-id ID            this run's id (default eval-<UTC time>-<random hex>)\n"
+        "  --group LABEL          episodes are grouped as LABEL/<problem id> (default: the run\n"
+        "                         id), so runs never share a normalization set by accident\n"
         "  --problems SEL         all | tag:TAG | suite:SUITE | ID[,ID...] (default all)\n"
         "  -G, --trajectories N   trajectories per problem (default 4)\n"
         "  -T, --turns N          turns per trajectory (default 4)\n"
@@ -25,15 +34,23 @@ void pk_eval_usage(FILE *f) {
         "  --options JSON         reset options for every episode (e.g. "
         "'{\"stop_on_correct\":true}')\n"
         "  --k LIST               k values for pass@k, best@k, avg@k (default 1,G)\n"
-        "  --seed N               seed of every episode (default: the server's)\n"
+        "  --seed N               seed of every episode (default: each drawn by the server;\n"
+        "                         report.json records every episode's seed)\n"
+        "  --noisy-cv X           flag speedups whose candidate or baseline CV is above X\n"
+        "                         (default 0.1); the report warns where they set a best speedup\n"
         "  --concurrency N        episodes open at once (default 64)\n"
         "  --policy-jobs N        cmd policy processes at once (default 4)\n"
         "  --step-timeout-s S     wait for one step's reply at most S (default 900)\n"
         "  --policy-timeout-s S   one cmd policy call at most S (default 600)\n"
         "  --transcript           print every step: status, reward, feedback, returns\n"
         "  --quiet                no progress and no summary on stdout\n\n"
-        "Writes DIR/report.json, DIR/report.md and DIR/turn_scaling.svg. Exit status: 0 when\n"
-        "every trajectory ran, 3 when some stopped on an error, 2 on bad usage or no server.\n");
+        "Writes OUT/report.json (settings with the run id and the store, every trajectory's\n"
+        "episode id, group, seed and turns), OUT/report.md, OUT/turn_scaling.svg and, with an\n"
+        "embedded server, OUT/serve.log. Problems the server cannot run (a GPU problem on a\n"
+        "server with too few GPUs) or the policy has no responses for are left out, and the\n"
+        "report says why; the summary counts only the problems that ran. Exit status: 0 when\n"
+        "every trajectory ran, 3 when some stopped on an error, 2 on bad usage, no server, or\n"
+        "no problem that can run.\n");
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
@@ -49,15 +66,19 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
     return 0;
 }
 
-static int parse_seconds(const char *opt, const char *v, double *out) {
+static int parse_positive(const char *opt, const char *v, const char *what, double *out) {
     char *end;
     double x = strtod(v, &end);
-    if (*end || end == v || !(x > 0)) {
-        fprintf(stderr, "pkgym eval: %s wants a positive number of seconds, got '%s'\n", opt, v);
+    if (*end || end == v || !(x > 0) || x > 1e12) {
+        fprintf(stderr, "pkgym eval: %s wants a positive %s, got '%s'\n", opt, what, v);
         return -1;
     }
     *out = x;
     return 0;
+}
+
+static int parse_seconds(const char *opt, const char *v, double *out) {
+    return parse_positive(opt, v, "number of seconds", out);
 }
 
 static int parse_k(const char *v, pk_eval_args *a) {
@@ -96,6 +117,30 @@ static int flag(const char *a, const char *name) {
     return strcmp(a, name) == 0;
 }
 
+/* eval-20261122T103005Z-3f9a1c: sorts by time, unique across runs started the same second. */
+static void make_run_id(char *out, size_t cap) {
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", gmtime(&now));
+    unsigned r = 0;
+    if (getrandom(&r, sizeof r, 0) != sizeof r)
+        r = (unsigned)pk_now_ns();
+    snprintf(out, cap, "eval-%s-%06x", date, r & 0xffffffu);
+}
+
+/* Run ids and group labels become group names and file-system-safe labels. */
+static int label_ok(const char *opt, const char *v, size_t max) {
+    size_t n = strlen(v);
+    if (n == 0 || n > max ||
+        strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                  "0123456789._-:/") != n) {
+        fprintf(stderr, "pkgym eval: %s wants 1 to %zu characters of [A-Za-z0-9._:/-], got '%s'\n",
+                opt, max, v);
+        return -1;
+    }
+    return 0;
+}
+
 int pk_eval_args_parse(int argc, char **argv, pk_eval_args *a) {
     memset(a, 0, sizeof *a);
     a->problems = "all";
@@ -107,6 +152,7 @@ int pk_eval_args_parse(int argc, char **argv, pk_eval_args *a) {
     a->step_timeout_s = 900;
     a->policy_timeout_s = 600;
     a->seed = -1;
+    a->noisy_cv = 0.1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (flag(o, "--help") || flag(o, "-h")) {
@@ -160,6 +206,16 @@ int pk_eval_args_parse(int argc, char **argv, pk_eval_args *a) {
             rc = parse_seconds(o, v, &a->step_timeout_s);
         else if (flag(o, "--policy-timeout-s"))
             rc = parse_seconds(o, v, &a->policy_timeout_s);
+        else if (flag(o, "--data-dir"))
+            a->data_dir = v;
+        else if (flag(o, "--run-id")) {
+            rc = label_ok(o, v, sizeof a->run_id - 1);
+            if (!rc)
+                snprintf(a->run_id, sizeof a->run_id, "%s", v);
+        } else if (flag(o, "--group"))
+            rc = label_ok(o, v, 128), a->group = v;
+        else if (flag(o, "--noisy-cv"))
+            rc = parse_positive(o, v, "number", &a->noisy_cv);
         else {
             fprintf(stderr, "pkgym eval: unknown option: %s (see --help)\n", o);
             return -1;
@@ -171,6 +227,13 @@ int pk_eval_args_parse(int argc, char **argv, pk_eval_args *a) {
         fprintf(stderr, "pkgym eval: --policy replay:DIR or cmd:PROGRAM is required\n");
         return -1;
     }
+    if (a->server && (a->data_dir || a->n_serve_args)) {
+        fprintf(stderr, "pkgym eval: --data-dir and --serve-arg are for the embedded server; "
+                        "with --server the store is that server's --data-dir\n");
+        return -1;
+    }
+    if (!a->run_id[0])
+        make_run_id(a->run_id, sizeof a->run_id);
     settle_k(a);
     return 0;
 }

@@ -79,8 +79,17 @@ static void finish(driver *d, slot *s, const char *error) {
 }
 
 static int start_reset(driver *d, slot *s, pk_error *err) {
+    /* LABEL/<problem>: one normalization set per problem and run, never shared with another
+     * run unless asked for (--group). */
+    if (!s->t->group) {
+        pk_strbuf g = {0};
+        if (pk_strbuf_printf(&g, "%s/%s", d->a->group ? d->a->group : d->a->run_id,
+                             problem_id(d, s)))
+            return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+        s->t->group = pk_strbuf_take(&g);
+    }
     json_t *req = json_pack("{s:s, s:s, s:i, s:s}", "op", "reset", "problem", problem_id(d, s),
-                            "max_turns", d->a->turns, "group", problem_id(d, s));
+                            "max_turns", d->a->turns, "group", s->t->group);
     if (req && d->a->seed >= 0)
         json_object_set_new(req, "seed", json_integer(d->a->seed));
     if (req && d->a->options) {
@@ -220,6 +229,14 @@ static void on_step(driver *d, slot *s, json_t *reply) {
     t->time_us = json_number_value(json_object_get(info, "time_us")); /* 0 when null */
     t->roofline_floor_us = json_number_value(json_object_get(info, "roofline_floor_us"));
     t->roofline_no_overlap_us = json_number_value(json_object_get(info, "roofline_no_overlap_us"));
+    /* How far the speedup can be trusted: both timings' CV (servers that predate `baseline`
+     * give none: not flagged). */
+    json_t *baseline = json_object_get(info, "baseline");
+    t->time_cv = json_number_value(json_object_get(info, "time_cv"));
+    t->baseline_cv = json_number_value(json_object_get(baseline, "cv"));
+    const char *source = json_string_value(json_object_get(baseline, "source"));
+    t->baseline_cached = source && strcmp(source, "cached") == 0;
+    t->noisy = t->speedup > 0 && (t->time_cv > d->a->noisy_cv || t->baseline_cv > d->a->noisy_cv);
     d->run->steps++;
     d->n_correct_turns += status == PK_STATUS_CORRECT;
     s->harness_retries = 0;
@@ -263,6 +280,10 @@ static void on_reply(driver *d, slot *s, json_t *reply) {
     }
     if (s->state == S_RESET) {
         set_str(&s->episode, json_string_value(json_object_get(reply, "episode")));
+        set_str(&s->t->episode, s->episode);
+        json_t *seed =
+            json_object_get(json_object_get(json_object_get(reply, "info"), "settings"), "seed");
+        s->t->seed = json_is_integer(seed) ? (long long)json_integer_value(seed) : -1;
         set_str(&s->prompt, json_string_value(
                                 json_object_get(json_object_get(reply, "observation"), "prompt")));
         if (!s->episode)
@@ -350,6 +371,7 @@ static int alloc_trajs(pk_eval_run *run, int G, int T, pk_error *err) {
             pk_eval_traj *t = &run->trajs[run->n_trajs++];
             t->problem = p;
             t->index = g + 1;
+            t->seed = -1;
             t->turns = calloc((size_t)T, sizeof *t->turns);
             if (!t->turns)
                 return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
@@ -391,11 +413,15 @@ int pk_eval_drive(pk_client *c, pk_eval_server *embedded, pk_eval_policy *policy
 }
 
 void pk_eval_run_free(pk_eval_run *run) {
-    for (int i = 0; i < run->n_problems; i++)
+    for (int i = 0; i < run->n_problems; i++) {
         free(run->problems[i].id);
+        free(run->problems[i].reason);
+    }
     free(run->problems);
     for (int i = 0; i < run->n_trajs; i++) {
         free(run->trajs[i].turns);
+        free(run->trajs[i].episode);
+        free(run->trajs[i].group);
         free(run->trajs[i].returns);
         free(run->trajs[i].error);
     }

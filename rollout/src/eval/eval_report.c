@@ -9,6 +9,8 @@
 
 typedef struct problem_metrics {
     int n, errors, n_correct;
+    int noisy_turns; /* correct, timed turns whose candidate or baseline CV > --noisy-cv */
+    int noisy_best;  /* trajectories whose best speedup comes from such a turn */
     double correct_rate, best_speedup, mean_best_speedup, fast_1, fast_15;
     double pass[PK_EVAL_MAX_K], best[PK_EVAL_MAX_K], avg[PK_EVAL_MAX_K];
     int has_k[PK_EVAL_MAX_K]; /* k <= n */
@@ -59,6 +61,25 @@ static void free_views(views *v) {
     free(v->speedup);
 }
 
+/* Counts the noisy speedups of problem p, and the trajectories whose best one is noisy. */
+static void count_noisy(const pk_eval_run *run, int p, problem_metrics *m) {
+    for (int i = 0; i < run->n_trajs; i++) {
+        const pk_eval_traj *t = &run->trajs[i];
+        if (t->problem != p)
+            continue;
+        int best = -1;
+        for (int k = 0; k < t->n_turns; k++) {
+            const pk_eval_turn *u = &t->turns[k];
+            if (u->status != PK_STATUS_CORRECT || !(u->speedup > 0))
+                continue;
+            m->noisy_turns += u->noisy;
+            if (best < 0 || u->speedup > t->turns[best].speedup)
+                best = k;
+        }
+        m->noisy_best += best >= 0 && t->turns[best].noisy;
+    }
+}
+
 static int problem_metrics_compute(const pk_eval_run *run, int p, problem_metrics *m,
                                    pk_error *err) {
     const pk_eval_args *a = run->args;
@@ -71,6 +92,7 @@ static int problem_metrics_compute(const pk_eval_run *run, int p, problem_metric
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     }
     m->n = v.n;
+    count_noisy(run, p, m);
     double *best = calloc((size_t)v.n + 1, sizeof *best);
     int rc = best ? PK_OK : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     for (int i = 0; !rc && i < v.n; i++) {
@@ -124,10 +146,11 @@ static json_t *series_json(const double *v, int n) {
 }
 
 static json_t *metrics_json(const pk_eval_args *a, const problem_metrics *m) {
-    json_t *o = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f}", "trajectories", m->n,
-                          "errors", m->errors, "correct", m->n_correct, "correct_rate",
+    json_t *o = json_pack("{s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i, s:i}", "trajectories",
+                          m->n, "errors", m->errors, "correct", m->n_correct, "correct_rate",
                           m->correct_rate, "best_speedup", m->best_speedup, "mean_best_speedup",
-                          m->mean_best_speedup, "fast_1", m->fast_1, "fast_1.5", m->fast_15);
+                          m->mean_best_speedup, "fast_1", m->fast_1, "fast_1.5", m->fast_15,
+                          "noisy_speedups", m->noisy_turns, "noisy_best_speedups", m->noisy_best);
     if (!o)
         return NULL;
     json_object_set_new(o, "pass@k", at_k_json(a, m->pass, m->has_k));
@@ -149,6 +172,8 @@ static void overall_compute(const pk_eval_args *a, const problem_metrics *pm, in
     int used = 0, used_k[PK_EVAL_MAX_K] = {0};
     for (int p = 0; p < np; p++) {
         o->errors += pm[p].errors;
+        o->noisy_turns += pm[p].noisy_turns;
+        o->noisy_best += pm[p].noisy_best;
         if (pm[p].n == 0)
             continue;
         used++;
@@ -196,17 +221,26 @@ static json_t *trajectories_json(const pk_eval_run *run) {
     for (int i = 0; arr && i < run->n_trajs; i++) {
         const pk_eval_traj *t = &run->trajs[i];
         json_t *turns = json_array(), *rets = t->returns ? json_array() : json_null();
-        for (int k = 0; turns && k < t->n_turns; k++)
-            json_array_append_new(turns, json_pack("{s:s, s:f, s:f}", "status",
-                                                   pk_status_name((pk_status)t->turns[k].status),
-                                                   "speedup", t->turns[k].speedup, "reward",
-                                                   t->turns[k].reward));
+        for (int k = 0; turns && k < t->n_turns; k++) {
+            const pk_eval_turn *u = &t->turns[k];
+            json_array_append_new(
+                turns, json_pack("{s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:b}", "turn", k + 1,
+                                 "status", pk_status_name((pk_status)u->status), "speedup",
+                                 u->speedup, "reward", u->reward, "time_cv", u->time_cv,
+                                 "baseline_cv", u->baseline_cv, "baseline_source",
+                                 !(u->speedup > 0)    ? "none"
+                                 : u->baseline_cached ? "cached"
+                                                      : "measured",
+                                 "noisy", u->noisy));
+        }
         for (int k = 0; t->returns && rets && k < t->n_turns; k++)
             json_array_append_new(rets, json_real(t->returns[k]));
-        json_array_append_new(arr, json_pack("{s:s, s:i, s:o, s:o, s:s?, s:b}", "problem",
-                                             run->problems[t->problem].id, "trajectory", t->index,
-                                             "turns", turns, "returns", rets, "error", t->error,
-                                             "policy_ended", t->policy_ended));
+        json_array_append_new(
+            arr, json_pack("{s:s, s:i, s:s?, s:s?, s:o, s:o, s:o, s:s?, s:b}", "problem",
+                           run->problems[t->problem].id, "trajectory", t->index, "episode",
+                           t->episode, "group", t->group, "seed",
+                           t->seed >= 0 ? json_integer(t->seed) : json_null(), "turns", turns,
+                           "returns", rets, "error", t->error, "policy_ended", t->policy_ended));
     }
     return arr;
 }
@@ -234,11 +268,22 @@ static char *markdown(const pk_eval_run *run, const problem_metrics *pm,
                       const problem_metrics *overall) {
     const pk_eval_args *a = run->args;
     pk_strbuf md = {0};
+    int ran = 0;
+    for (int p = 0; p < run->n_problems; p++)
+        ran += !run->problems[p].skipped;
     pk_strbuf_printf(&md,
-                     "# pkgym eval\n\n%d problems x %d trajectories x %d turns, policy `%s`: "
-                     "%d steps in %.1f s (%.2f steps/s).\n\n",
-                     run->n_problems, a->trajectories, a->turns, a->policy, run->steps, run->wall_s,
-                     run->wall_s > 0 ? run->steps / run->wall_s : 0.0);
+                     "# pkgym eval %s\n\n%d problem%s x %d trajectories x %d turns, policy `%s`: "
+                     "%d steps in %.1f s (%.2f steps/s).",
+                     a->run_id, ran, ran == 1 ? "" : "s", a->trajectories, a->turns, a->policy,
+                     run->steps, run->wall_s, run->wall_s > 0 ? run->steps / run->wall_s : 0.0);
+    if (ran < run->n_problems)
+        pk_strbuf_printf(&md, " %d selected problem%s left out (below).", run->n_problems - ran,
+                         run->n_problems - ran == 1 ? " was" : "s were");
+    pk_strbuf_printf(&md, "\nEpisodes are grouped as `%s/<problem>`.",
+                     a->group ? a->group : a->run_id);
+    if (run->store[0])
+        pk_strbuf_printf(&md, " Trajectory store (kept): `%s`.", run->store);
+    pk_strbuf_puts(&md, "\n\n");
     pk_strbuf_puts(&md, "| problem | trajectories | correct | best speedup | mean best | fast_1 "
                         "| fast_1.5 |");
     md_at_k_header(&md, a);
@@ -246,12 +291,30 @@ static char *markdown(const pk_eval_run *run, const problem_metrics *pm,
     for (int j = 0; j < a->n_k; j++)
         pk_strbuf_puts(&md, "---|---|---|");
     pk_strbuf_puts(&md, "---|\n");
-    for (int p = 0; p < run->n_problems; p++) {
-        if (run->problems[p].skipped)
-            pk_strbuf_printf(&md, "| %s | skipped: the policy has no responses |\n",
-                             run->problems[p].id);
-        else
+    for (int p = 0; p < run->n_problems; p++)
+        if (!run->problems[p].skipped)
             md_row(&md, a, run->problems[p].id, &pm[p]);
+    md_row(&md, a, "**overall** (mean over the problems that ran)", overall);
+    if (overall->noisy_best) {
+        pk_strbuf_printf(&md,
+                         "\n**Noisy speedups:** %d best speedup%s (of %d noisy speedups in all) "
+                         "come from timings whose candidate or baseline CV is above %g; the "
+                         "best and mean best figures above include them:",
+                         overall->noisy_best, overall->noisy_best == 1 ? "" : "s",
+                         overall->noisy_turns, a->noisy_cv);
+        for (int p = 0; p < run->n_problems; p++)
+            if (!run->problems[p].skipped && pm[p].noisy_best)
+                pk_strbuf_printf(&md, " %s %d of %d,", run->problems[p].id, pm[p].noisy_best,
+                                 pm[p].n);
+        if (md.data[md.len - 1] == ',')
+            md.data[--md.len] = 0;
+        pk_strbuf_puts(&md, ". Per turn: `noisy`, `time_cv`, `baseline_cv` in report.json.\n");
+    }
+    if (ran < run->n_problems) {
+        pk_strbuf_puts(&md, "\nLeft out:\n\n");
+        for (int p = 0; p < run->n_problems; p++)
+            if (run->problems[p].skipped)
+                pk_strbuf_printf(&md, "- %s: %s\n", run->problems[p].id, run->problems[p].reason);
     }
     md_row(&md, a, "**overall** (mean over problems)", overall);
     pk_eval_roofline_markdown(&md, run);
@@ -294,24 +357,34 @@ static json_t *report_json(const pk_eval_run *run, const problem_metrics *pm,
     json_t *ks = json_array(), *problems = json_array();
     for (int j = 0; ks && j < a->n_k; j++)
         json_array_append_new(ks, json_integer(a->k[j]));
+    int ran = 0;
     for (int p = 0; problems && p < run->n_problems; p++) {
         json_t *o = run->problems[p].skipped ? json_object() : metrics_json(a, &pm[p]);
+        ran += !run->problems[p].skipped;
         json_object_set_new(o, "id", json_string(run->problems[p].id));
+        json_object_set_new(o, "world_size", json_integer(run->problems[p].world_size));
         json_object_set_new(o, "skipped", json_boolean(run->problems[p].skipped));
         json_object_set_new(o, "roofline", pk_eval_roofline_json(run, p));
+        if (run->problems[p].skipped)
+            json_object_set_new(o, "reason", json_string(run->problems[p].reason));
         json_array_append_new(problems, o);
     }
     json_t *hello = run->server_hello;
+    json_t *overall_json = metrics_json(a, overall);
+    json_object_set_new(overall_json, "problems_run", json_integer(ran));
+    json_object_set_new(overall_json, "problems_left_out", json_integer(run->n_problems - ran));
+    json_t *settings = json_pack(
+        "{s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:s?, s:f, s:o, s:o}", "run_id", a->run_id, "group",
+        a->group ? a->group : a->run_id, "problems", a->problems, "trajectories", a->trajectories,
+        "turns", a->turns, "policy", a->policy, "k", ks, "options", a->options, "noisy_cv",
+        a->noisy_cv, "seed", a->seed >= 0 ? json_integer(a->seed) : json_null(), "store",
+        run->store[0] ? json_string(run->store) : json_null());
     return json_pack(
-        "{s:i, s:s, s:O?, s:O?, s:{s:s, s:i, s:i, s:s, s:o, s:s?}, s:f, s:i, s:f, s:o, s:o, s:o, "
-        "s:O?}",
-        "pkgym_eval", 1, "date", date, "server", json_object_get(hello, "server"), "gpus",
-        json_object_get(hello, "gpus"), "settings", "problems", a->problems, "trajectories",
-        a->trajectories, "turns", a->turns, "policy", a->policy, "k", ks, "options", a->options,
-        "wall_s", run->wall_s, "steps", run->steps, "steps_per_s",
-        run->wall_s > 0 ? run->steps / run->wall_s : 0.0, "overall", metrics_json(a, overall),
-        "problems", problems, "trajectories", trajectories_json(run), "server_stats",
-        run->server_stats);
+        "{s:i, s:s, s:O?, s:O?, s:o, s:f, s:i, s:f, s:o, s:o, s:o, s:O?}", "pkgym_eval", 1, "date",
+        date, "server", json_object_get(hello, "server"), "gpus", json_object_get(hello, "gpus"),
+        "settings", settings, "wall_s", run->wall_s, "steps", run->steps, "steps_per_s",
+        run->wall_s > 0 ? run->steps / run->wall_s : 0.0, "overall", overall_json, "problems",
+        problems, "trajectories", trajectories_json(run), "server_stats", run->server_stats);
 }
 
 static int write_all(const pk_eval_run *run, const problem_metrics *pm,
@@ -349,6 +422,8 @@ static int write_all(const pk_eval_run *run, const problem_metrics *pm,
         rc = write_text(a->out_dir, "turn_scaling.svg", svg, err);
     if (!rc && !a->quiet)
         printf("\n%s\nReport: %s/report.md, report.json, turn_scaling.svg\n", md, a->out_dir);
+    if (!rc && !a->quiet && run->store[0])
+        printf("Trajectory store (kept): %s\n", run->store);
     json_decref(j);
     free(json);
     free(md);

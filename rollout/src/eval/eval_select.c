@@ -85,8 +85,41 @@ static int check_list(const char *sel, json_t *problems, pk_error *err) {
     return PK_OK;
 }
 
+/* GPUs the server evaluates on: hello.gpu_slots (hello.gpus on servers that predate it). */
+static int server_gpu_slots(json_t *hello) {
+    json_t *slots = json_object_get(hello, "gpu_slots");
+    if (json_is_integer(slots))
+        return (int)json_integer_value(slots);
+    return (int)json_array_size(json_object_get(hello, "gpus"));
+}
+
+/* options.check.world_size of --options, or 0. */
+static int options_world_size(const char *options) {
+    json_t *o = options ? json_loads(options, 0, NULL) : NULL;
+    json_t *w = json_object_get(json_object_get(o, "check"), "world_size");
+    int world = json_is_integer(w) ? (int)json_integer_value(w) : 0;
+    json_decref(o);
+    return world;
+}
+
+static char *reason_text(const char *fmt, int a, int b) {
+    char buf[256];
+    snprintf(buf, sizeof buf, fmt, a, b);
+    return strdup(buf);
+}
+
+/* Whether the server can run pr at all, else why not (malloc'd). */
+static char *cannot_run(json_t *pr, int world, int gpu_slots) {
+    if (!json_is_true(json_object_get(pr, "needs_gpu")) || world <= gpu_slots)
+        return NULL;
+    return reason_text("needs %d GPUs; the server has %d", world, gpu_slots);
+}
+
 int pk_eval_select(pk_client *c, const pk_eval_args *a, pk_eval_policy *policy, pk_eval_run *run,
                    pk_error *err) {
+    int gpu_slots = server_gpu_slots(run->server_hello);
+    int forced_world = options_world_size(a->options);
+    int n_uncovered = 0, n_gpu_short = 0;
     json_t *req = json_pack("{s:s}", "op", "list_problems"), *reply = NULL;
     int rc = req ? pk_client_call(c, req, 30000, &reply, err) : PK_ERR_NOMEM;
     json_decref(req);
@@ -109,12 +142,22 @@ int pk_eval_select(pk_client *c, const pk_eval_args *a, pk_eval_policy *policy, 
             continue;
         pk_eval_problem *ep = &run->problems[run->n_problems++];
         ep->id = strdup(id);
-        ep->world_size = (int)json_integer_value(json_object_get(pr, "world_size"));
-        ep->skipped = !pk_eval_policy_covers(policy, id);
+        ep->world_size = forced_world > 0
+                             ? forced_world
+                             : (int)json_integer_value(json_object_get(pr, "world_size"));
+        ep->reason = cannot_run(pr, ep->world_size, gpu_slots);
+        n_gpu_short += ep->reason != NULL;
+        if (!ep->reason && !pk_eval_policy_covers(policy, id)) {
+            ep->reason = strdup(pk_eval_policy_is_cmd(policy)
+                                    ? "the policy has no responses for it"
+                                    : "the replay directory has no responses for it");
+            n_uncovered++;
+        }
+        ep->skipped = ep->reason != NULL;
         if (!ep->id)
             rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
         else if (ep->skipped && !a->quiet)
-            fprintf(stderr, "pkgym eval: the policy has no responses for %s: skipped\n", id);
+            fprintf(stderr, "pkgym eval: %s left out: %s\n", id, ep->reason);
     }
     json_decref(reply);
     if (rc)
@@ -122,8 +165,24 @@ int pk_eval_select(pk_client *c, const pk_eval_args *a, pk_eval_policy *policy, 
     int active = 0;
     for (int k = 0; k < run->n_problems; k++)
         active += !run->problems[k].skipped;
+    /* The shipped replay responses cover the selftests; those of the collectives are made from
+     * their solutions by a script. */
+    const char *hint = n_uncovered && !pk_eval_policy_is_cmd(policy)
+                           ? " (rollout/replay/make-collectives.sh OUT writes replay responses "
+                             "for the collectives from their solutions; then --policy replay:OUT)"
+                           : "";
+    if (n_uncovered && *hint && !a->quiet && active > 0)
+        fprintf(stderr, "pkgym eval: %d problem(s) without replay responses%s\n", n_uncovered,
+                hint);
     if (active == 0)
         return pk_error_set(err, PK_ERR_NOT_FOUND,
-                            "no problem selected by '%s' has responses in the policy", a->problems);
+                            "no problem selected by '%s' can be evaluated: %d need more GPUs than "
+                            "the server has (%d), %d have no responses in the policy%s",
+                            a->problems, n_gpu_short, gpu_slots, n_uncovered, hint);
+    if (n_gpu_short && !a->quiet)
+        fprintf(stderr,
+                "pkgym eval: %d problem(s) left out: they need more GPUs than the server has "
+                "(%d)\n",
+                n_gpu_short, gpu_slots);
     return PK_OK;
 }

@@ -1,5 +1,7 @@
 /* The embedded server: `pkgym serve` as a child process (rollout cannot link env), bound to
- * an ipc:// endpoint in a fresh temporary directory, its output kept in serve.log there. */
+ * an ipc:// endpoint in a fresh temporary directory (removed at the end). Its trajectory store
+ * and caches (--data-dir, default OUT/data) and its output (OUT/serve.log) are kept: the store
+ * is what `pkgym reward` and `pkgym export` read afterwards. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,9 +21,19 @@ int pk_eval_server_start(const pk_eval_args *a, pk_eval_server *s, pk_error *err
     if (!mkdtemp(s->dir))
         return pk_error_errno(err, PK_ERR_IO, "mkdtemp %s", s->dir);
     snprintf(s->endpoint, sizeof s->endpoint, "ipc://%s/pkgym.sock", s->dir);
-    char data[320], log[320];
-    snprintf(data, sizeof data, "%s/data", s->dir);
-    snprintf(log, sizeof log, "%s/serve.log", s->dir);
+    int rc = pk_mkdir_p(a->out_dir, err);
+    if (rc)
+        return rc;
+    if (a->data_dir)
+        snprintf(s->data_dir, sizeof s->data_dir, "%s", a->data_dir);
+    else
+        snprintf(s->data_dir, sizeof s->data_dir, "%s/data", a->out_dir);
+    /* A later --serve-arg --data-dir wins in `pkgym serve`: report that one. */
+    for (int i = 0; i + 1 < a->n_serve_args; i++)
+        if (strcmp(a->serve_args[i], "--data-dir") == 0)
+            snprintf(s->data_dir, sizeof s->data_dir, "%s", a->serve_args[i + 1]);
+    snprintf(s->log, sizeof s->log, "%s/serve.log", a->out_dir);
+    const char *data = s->data_dir, *log = s->log;
 
     const char *argv[8 + PK_EVAL_MAX_SERVE_ARGS];
     int n = 0;
@@ -30,7 +42,7 @@ int pk_eval_server_start(const pk_eval_args *a, pk_eval_server *s, pk_error *err
     argv[n++] = "--bind";
     argv[n++] = s->endpoint;
     argv[n++] = "--data-dir";
-    argv[n++] = data; /* a later --serve-arg --data-dir overrides it */
+    argv[n++] = data;
     for (int i = 0; i < a->n_serve_args; i++)
         argv[n++] = a->serve_args[i];
     argv[n] = NULL;
@@ -57,11 +69,10 @@ int pk_eval_server_start(const pk_eval_args *a, pk_eval_server *s, pk_error *err
 
 /* The last lines of serve.log, for an error message. */
 static void log_tail(const pk_eval_server *s, char *out, size_t cap) {
-    char path[320], *text = NULL;
+    char *text = NULL;
     size_t len = 0;
     out[0] = 0;
-    snprintf(path, sizeof path, "%s/serve.log", s->dir);
-    if (pk_read_file(path, &text, &len, NULL) != PK_OK)
+    if (pk_read_file(s->log, &text, &len, NULL) != PK_OK)
         return;
     size_t start = len > cap - 1 ? len - (cap - 1) : 0;
     snprintf(out, cap, "%s", text + start);

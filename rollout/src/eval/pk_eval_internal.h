@@ -32,6 +32,11 @@ typedef struct pk_eval_args {
     int quiet;
     const char *serve_args[PK_EVAL_MAX_SERVE_ARGS]; /* extra `pkgym serve` args (embedded) */
     int n_serve_args;
+    char run_id[64];      /* --run-id, else generated: eval-<UTC time>-<random hex> */
+    const char *group;    /* --group LABEL; each episode's group is LABEL/<problem id>;
+                             NULL: the run id */
+    const char *data_dir; /* embedded server's --data-dir (kept); NULL: <out>/data */
+    double noisy_cv;      /* speedups whose candidate or baseline CV exceeds this are flagged */
 } pk_eval_args;
 
 /* Returns 0, 1 for --help (printed), -1 on a bad option (message printed). */
@@ -41,8 +46,10 @@ void pk_eval_usage(FILE *f);
 /* An embedded `pkgym serve` child on an ipc:// endpoint in a temporary directory. */
 typedef struct pk_eval_server {
     pid_t pid;
-    char dir[256];
+    char dir[256]; /* temporary: the ipc socket only */
     char endpoint[300];
+    char data_dir[1024]; /* the trajectory store and caches, kept after the run */
+    char log[1024];      /* its output, kept beside the report */
 } pk_eval_server;
 int pk_eval_server_start(const pk_eval_args *a, pk_eval_server *s, pk_error *err);
 /* Non-zero (err says why, with the end of its log) when the child has exited. */
@@ -76,11 +83,17 @@ typedef struct pk_eval_turn {
     double time_us;           /* the candidate's median; 0 when untimed */
     double roofline_floor_us; /* the problem's rooflines on the server's GPU; 0: none */
     double roofline_no_overlap_us;
+    double time_cv, baseline_cv; /* of a timed turn; 0 when unknown */
+    int baseline_cached;         /* the baseline came from the server's cache */
+    int noisy;                   /* a speedup whose candidate or baseline CV > --noisy-cv */
 } pk_eval_turn;
 
 typedef struct pk_eval_traj {
-    int problem; /* index into the problem list */
-    int index;   /* 1-based */
+    int problem;    /* index into the problem list */
+    int index;      /* 1-based */
+    char *episode;  /* the server's episode id */
+    char *group;    /* the group it was played in */
+    long long seed; /* the seed in effect (reset's info.settings.seed); -1 unknown */
     int n_turns;
     pk_eval_turn *turns; /* capacity: T */
     double *returns;     /* n_turns, from the server when the episode ends; may be NULL */
@@ -90,8 +103,9 @@ typedef struct pk_eval_traj {
 
 typedef struct pk_eval_problem {
     char *id;
-    int world_size;
-    int skipped; /* not covered by the policy */
+    int world_size; /* at which it runs (--options check.world_size, else its default) */
+    int skipped;    /* left out: the server cannot run it, or the policy has no responses */
+    char *reason;   /* why it was left out */
 } pk_eval_problem;
 
 typedef struct pk_eval_run {
@@ -104,6 +118,7 @@ typedef struct pk_eval_run {
     int steps;
     json_t *server_hello; /* the hello reply */
     json_t *server_stats; /* the stats reply at the end */
+    char store[1100];     /* the embedded server's trajectory store (kept); "" with --server */
 } pk_eval_run;
 
 /* Waits until the server answers hello (the reply in *hello). */
