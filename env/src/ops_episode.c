@@ -108,7 +108,7 @@ void pk_op_reset(pk_call *c) {
     }
     /* Refuse now, not at the first step, an episode this server cannot evaluate. */
     int world = e->eval.world_size > 0 ? e->eval.world_size : pk_problem_world_size(p);
-    if (pk_problem_needs_gpu(p) && world > s->sched_gpus) {
+    if (pk_problem_needs_gpu(p) && s->sched_gpus >= 0 && world > s->sched_gpus) {
         pk_call_error(c, PK_E_BAD_REQUEST,
                       "problem '%s' needs %d GPUs; this server has %d (hello.gpus)",
                       pk_problem_id(p), world, s->sched_gpus);

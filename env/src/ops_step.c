@@ -326,7 +326,7 @@ void pk_op_step(pk_call *c) {
     if (e->has_seed)
         opts.seed = splitmix64((uint64_t)e->seed ^ splitmix64((uint64_t)e->n_turns + 1));
     uint64_t ticket;
-    int rc = pk_scheduler_submit(s->sched, e->problem, p->turn.code, &opts, p, &ticket, &err);
+    int rc = pk_evaluator_submit(&s->ev, e->problem, p->turn.code, &opts, p, &ticket, &err);
     if (rc) {
         e->in_flight = NULL;
         s->n.steps_in_flight--;

@@ -340,8 +340,7 @@ int pk_server_run(pk_server *s) {
             (unsigned long long)s->n.steps_in_flight, s->opts.shutdown_grace_ms);
     /* Stop accepting (the ROUTER is no longer read), let the scheduler finish or cancel its
      * jobs, answer every step from their completions, then flush the store. */
-    if (s->sched)
-        pk_scheduler_shutdown(s->sched, s->opts.shutdown_grace_ms);
+    pk_evaluator_shutdown(&s->ev, s->opts.shutdown_grace_ms);
     while (take_completion(s) == 0)
         ;
     fail_unfinished(s);
@@ -430,27 +429,29 @@ static int init_sockets(pk_server *s, pk_error *err) {
     if (rc)
         return rc;
 
-    pk_scheduler_opts so;
-    memset(&so, 0, sizeof so);
-    so.zmq_ctx = s->zctx;
-    so.done_endpoint = done;
-    so.compile_workers = s->opts.compile_workers;
-    so.queue_limit = s->opts.queue_limit;
-    int n_gpus = s->opts.n_gpus;
-    if (n_gpus < 0) {
-        n_gpus = (int)json_array_size(s->gpus);
-        if (n_gpus > PK_SCHED_MAX_GPUS)
-            n_gpus = PK_SCHED_MAX_GPUS;
-        for (int i = 0; i < n_gpus; i++)
-            so.gpus[i] = i;
-    } else {
-        memcpy(so.gpus, s->opts.gpus, sizeof so.gpus);
-    }
-    so.n_gpus = n_gpus;
-    s->sched_gpus = n_gpus;
+    pk_evaluator_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.zmq_ctx = s->zctx;
+    eo.done_endpoint = done;
+    eo.compile_workers = s->opts.compile_workers;
+    eo.queue_limit = s->opts.queue_limit;
+    eo.n_gpus = s->opts.n_gpus;
+    eo.gpus = s->opts.gpus;
+    eo.n_nvml_gpus = (int)json_array_size(s->gpus);
+    eo.worker_binds = s->opts.worker_binds;
+    eo.n_worker_binds = s->opts.n_worker_binds;
+    eo.heartbeat_ms = s->opts.worker_heartbeat_ms;
+    eo.liveness = s->opts.worker_liveness;
+    eo.worker_wait_s = s->opts.worker_wait_s;
+    eo.problems_dir = s->opts.problems_dir;
+    eo.modules_dir = s->opts.modules_dir;
+    eo.data_dir = s->opts.data_dir;
+    eo.grace_ms = s->opts.shutdown_grace_ms;
     char *cache = pk_path_join(s->opts.data_dir, "cache");
-    so.cache_dir = cache;
-    rc = pk_scheduler_create(&so, &s->sched, err);
+    eo.cache_dir = cache;
+    rc = cache ? pk_evaluator_start(&s->ev, &eo, err)
+               : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    s->sched_gpus = s->ev.local_gpus;
     free(cache);
     return rc;
 }
@@ -513,8 +514,7 @@ void pk_server_free(pk_server *s) {
         }
         s->episodes.bucket[b] = NULL;
     }
-    if (s->sched)
-        pk_scheduler_free(s->sched);
+    pk_evaluator_free(&s->ev);
     pk_store_writer_stop(s->writer); /* only set here when init failed half-way */
     pk_store_close(s->reader);
     if (s->stored_pull)

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "episodes.h"
+#include "evaluator.h"
 #include "pk_common.h"
 #include "pk_problems.h"
 #include "pk_reward.h"
@@ -38,6 +39,12 @@ typedef struct pk_server_opts {
     int n_gpus; /* -1: every GPU NVML reports */
     int gpus[PK_SCHED_MAX_GPUS];
     int shutdown_grace_ms;
+    /* Remote workers (docs/scale-out.md): with worker binds the server is a broker. */
+    const char *worker_binds[PK_MAX_BINDS];
+    int n_worker_binds;
+    int worker_heartbeat_ms; /* 0: 1000 */
+    int worker_liveness;     /* 0: 5 */
+    double worker_wait_s;    /* 0: 120 */
 } pk_server_opts;
 
 void pk_server_opts_default(pk_server_opts *o);
@@ -67,8 +74,8 @@ typedef struct pk_server {
     pk_store *reader;        /* read-only connection, used only by the serving thread */
     void *stored_pull;       /* finished store jobs come back here */
     int resets_pending;      /* episodes waiting for their first store commit */
-    pk_scheduler *sched;
-    int sched_gpus; /* GPU slots the scheduler was given */
+    pk_evaluator ev;         /* the local scheduler, or the broker and its workers */
+    int sched_gpus; /* GPU slots of the local scheduler; -1: workers decide (broker mode) */
     pk_reward_config reward_default;
     json_t *feedback_default; /* object */
     json_t *gpus;             /* [{index, name, memory_mib}] */
