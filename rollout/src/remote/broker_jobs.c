@@ -236,12 +236,18 @@ void pk_broker_expire_unplaceable(pk_broker *b, double now) {
         else
             why_unplaceable(b, j, why, sizeof why);
         b->stats.no_worker++;
+        char needs[96];
+        if (j->kind == PK_JOB_NOOP)
+            snprintf(needs, sizeof needs, "any worker");
+        else if (j->needs_gpu)
+            snprintf(needs, sizeof needs, "%d GPU(s) in one NVLink domain", j->world);
+        else
+            snprintf(needs, sizeof needs, "a host slot");
         pk_broker_fail_job(b, j, PK_ERR_UNSUPPORTED,
-                           "no connected worker could run '%s' (%s%d GPU(s) in one NVLink "
-                           "domain, version %s) for %.0f s%s",
-                           j->kind == PK_JOB_NOOP ? "no-op" : pk_problem_id(j->problem),
-                           j->needs_gpu ? "" : "host problem; ", j->needs_gpu ? j->world : 0,
-                           j->version, b->opts.worker_wait_s, why);
+                           "no connected worker could run '%s' (needs %s and version %s of the "
+                           "problem) for %.0f s%s",
+                           j->kind == PK_JOB_NOOP ? "no-op" : pk_problem_id(j->problem), needs,
+                           j->kind == PK_JOB_NOOP ? "-" : j->version, b->opts.worker_wait_s, why);
     }
 }
 
