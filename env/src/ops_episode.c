@@ -170,8 +170,9 @@ void pk_op_close(pk_call *c) {
         return;
     json_t *body =
         json_pack("{s:s, s:i, s:b}", "episode", e->id, "turns", e->n_turns, "done", e->done);
-    /* A step in flight still gets its reply. */
+    /* A step in flight still gets its reply. A restart does not reopen it. */
     e->closed = 1;
+    pk_journal_closed(c->s->journal, e->id);
     pk_server_release_if_closed(c->s, e);
     pk_call_ok(c, body);
 }

@@ -123,11 +123,11 @@ void pk_op_stats(pk_call *c) {
     json_t *cache = json_pack("{s:I, s:I, s:I}", "compile_hits", (json_int_t)st.compile_cache_hits,
                               "compile_misses", (json_int_t)st.compile_cache_misses,
                               "baseline_hits", (json_int_t)st.baseline_cache_hits);
-    json_t *requests =
-        json_pack("{s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)n->requests, "bad",
-                  (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,
-                  "episodes_expired", (json_int_t)n->episodes_expired, "store_errors",
-                  (json_int_t)n->store_errors);
+    json_t *requests = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)n->requests, "bad",
+        (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,
+        "episodes_expired", (json_int_t)n->episodes_expired, "store_errors",
+        (json_int_t)n->store_errors, "episodes_restored", (json_int_t)n->episodes_restored);
     /* How long single events held the serving thread (what a waiting hello pays). */
     json_t *loop =
         json_pack("{s:f, s:f, s:f}", "request_ms_max", n->request_ms_max, "completion_ms_max",

@@ -13,6 +13,7 @@
 #include "pk_client.h"
 #include "pk_env.h"
 #include "pk_summarizer.h"
+#include "episode_restore.h"
 
 #define BATCH 256          /* requests handled per poll round */
 #define COMPLETION_BATCH 2 /* completions handled per poll round */
@@ -154,6 +155,7 @@ typedef struct deferred_reply {
     json_t *body;
     pk_episode *new_episode;
     pk_episode *turn_episode; /* kept in memory until the job is committed */
+    int no_reply;
 } deferred_reply;
 
 void pk_server_release_if_closed(pk_server *s, pk_episode *e) {
@@ -176,7 +178,14 @@ void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelo
         pk_store_job_free(job);
         return;
     }
-    *d = (deferred_reply){*env, id_raw, id_len, body, new_episode, turn_episode};
+    *d = (deferred_reply){.id_raw = id_raw,
+                          .id_len = id_len,
+                          .body = body,
+                          .new_episode = new_episode,
+                          .turn_episode = turn_episode,
+                          .no_reply = env == NULL};
+    if (env)
+        d->env = *env;
     if (new_episode)
         s->resets_pending++;
     if (turn_episode)
@@ -210,7 +219,10 @@ static void on_stored(pk_server *s, pk_store_job *job) {
         json_object_set_new(json_object_get(body, "info"), "store_error",
                             json_string(job->err.message));
     }
-    pk_server_reply(s, &d->env, d->id_raw, d->id_len, body);
+    if (d->no_reply)
+        json_decref(body);
+    else
+        pk_server_reply(s, &d->env, d->id_raw, d->id_len, body);
     if (d->turn_episode) {
         /* From here on the store has the turn: a closed episode may leave memory. */
         d->turn_episode->store_pending--;
@@ -501,7 +513,13 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
         pk_store_close(store);
         return pk_error_set(err, PK_ERR_SYSTEM, "bind %s: %s", stored, zmq_strerror(zmq_errno()));
     }
-    return pk_store_writer_start(store, s->zctx, stored, &s->writer, err);
+    rc = pk_store_writer_start(store, s->zctx, stored, &s->writer, err);
+    if (!rc)
+        rc = pk_journal_open(o->data_dir, &s->journal, err);
+    /* Episodes of the last run continue (docs/protocol.md, "Restart"). */
+    if (!rc)
+        rc = pk_episode_restore(s, err);
+    return rc;
 }
 
 void pk_server_free(pk_server *s) {
@@ -517,6 +535,7 @@ void pk_server_free(pk_server *s) {
     pk_evaluator_free(&s->ev);
     pk_store_writer_stop(s->writer); /* only set here when init failed half-way */
     pk_store_close(s->reader);
+    pk_journal_close(s->journal);
     if (s->stored_pull)
         zmq_close(s->stored_pull);
     if (s->router)
