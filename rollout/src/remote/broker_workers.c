@@ -156,10 +156,10 @@ static void register_worker(pk_broker *b, const void *id, size_t id_len,
     w->next = b->workers;
     b->workers = w;
     b->stats.workers_joined++;
-    log_line("worker %s joined: %d GPU(s) %s, largest NVLink domain %d, %d host slot(s), up to "
-             "%d job(s), %zu problem(s)",
-             w->name, w->gpu_slots, w->gpu_slots ? w->gpu_model : "", w->max_world, w->host_slots,
-             w->max_jobs, json_object_size(problems));
+    log_line("worker %s joined: %d GPU(s)%s%s, largest NVLink domain %d, %d host slot(s), up "
+             "to %d job(s), %zu problem(s)",
+             w->name, w->gpu_slots, w->gpu_slots ? " " : "", w->gpu_slots ? w->gpu_model : "",
+             w->max_world, w->host_slots, w->max_jobs, json_object_size(problems));
     send_simple_to(b, id, id_len, PK_WIRE_HEARTBEAT); /* it knows at once that we are here */
     w->last_send_ms = pk_now_ms();
 }
