@@ -162,6 +162,14 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
         pk_episode_free(e);
         return NULL;
     }
+    /* Its later turns keep to the GPU model of its first measured one. */
+    for (int i = 0; i < e->n_turns && !e->gpu_model[0]; i++) {
+        json_t *r = e->turns[i].result_json ? json_loads(e->turns[i].result_json, 0, NULL) : NULL;
+        const char *g = json_string_value(json_object_get(r, "gpu_name"));
+        if (g && *g)
+            snprintf(e->gpu_model, sizeof e->gpu_model, "%s", g);
+        json_decref(r);
+    }
     e->prompt = e->n_turns ? pk_episode_next_prompt(e)
                            : pk_utf8_sanitize_take(
                                  pk_summarizer_first_prompt(e->summarizer, pk_problem_prompt(p)));

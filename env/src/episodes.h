@@ -58,6 +58,7 @@ typedef struct pk_episode {
     int interrupted_turn;  /* restored: turn (1-based) being evaluated when the last run died;
                               its next step is answered `internal` saying so; 0: none */
     double interrupted_at; /* that step's start (seconds since the epoch) */
+    char gpu_model[64];    /* the GPU its first measured turn ran on ("" until then) */
     double last_active_ms;
     struct pk_episode *next; /* hash chain */
 } pk_episode;

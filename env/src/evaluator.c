@@ -82,9 +82,10 @@ int pk_evaluator_start(pk_evaluator *ev, const pk_evaluator_opts *o, pk_error *e
 }
 
 int pk_evaluator_submit(pk_evaluator *ev, const pk_problem *p, const char *source,
-                        const pk_eval_opts *opts, void *user, uint64_t *ticket, pk_error *err) {
+                        const pk_eval_opts *opts, const char *gpu_model, void *user,
+                        uint64_t *ticket, pk_error *err) {
     if (ev->broker)
-        return pk_broker_submit(ev->broker, p, source, opts, user, ticket, err);
+        return pk_broker_submit(ev->broker, p, source, opts, gpu_model, user, ticket, err);
     return pk_scheduler_submit(ev->sched, p, source, opts, user, ticket, err);
 }
 

@@ -45,8 +45,10 @@ typedef struct pk_evaluator {
 } pk_evaluator;
 
 int pk_evaluator_start(pk_evaluator *ev, const pk_evaluator_opts *o, pk_error *err);
+/* gpu_model: the GPU model of the episode's earlier turns ("" for none; broker mode only). */
 int pk_evaluator_submit(pk_evaluator *ev, const pk_problem *p, const char *source,
-                        const pk_eval_opts *opts, void *user, uint64_t *ticket, pk_error *err);
+                        const pk_eval_opts *opts, const char *gpu_model, void *user,
+                        uint64_t *ticket, pk_error *err);
 /* The scheduler's figures; in broker mode summed over the connected workers' heartbeats. */
 void pk_evaluator_stats(pk_evaluator *ev, pk_scheduler_stats *out);
 /* Broker mode: {broker: {...}, workers: [...]} to add to `stats`; NULL in local mode. */

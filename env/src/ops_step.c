@@ -45,13 +45,15 @@ static json_t *timed_or_null(int timed, double v) {
 
 static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
     int timed = r->has_timing && r->status == PK_STATUS_CORRECT;
-    return json_pack("{s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o}", "turn", e->n_turns,
-                     "status", pk_status_name(r->status), "correct", r->status == PK_STATUS_CORRECT,
-                     "reason", text_json(r->reason), "speedup", timed_or_null(timed, r->speedup),
-                     "time_us", timed_or_null(r->has_timing, r->candidate.median_us), "baseline_us",
-                     timed_or_null(r->has_timing, r->reference.median_us), "compile_ms",
-                     r->stages.compile_ms, "run_ms", r->stages.run_ms, "checks", checks_json(r),
-                     "returns", pk_returns_json(e));
+    /* gpu: the model the turn was measured on; speedups compare within one model. */
+    return json_pack(
+        "{s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o, s:o}", "turn", e->n_turns,
+        "status", pk_status_name(r->status), "correct", r->status == PK_STATUS_CORRECT, "reason",
+        text_json(r->reason), "speedup", timed_or_null(timed, r->speedup), "time_us",
+        timed_or_null(r->has_timing, r->candidate.median_us), "baseline_us",
+        timed_or_null(r->has_timing, r->reference.median_us), "compile_ms", r->stages.compile_ms,
+        "run_ms", r->stages.run_ms, "checks", checks_json(r), "returns", pk_returns_json(e), "gpu",
+        r->gpu_name[0] ? text_json(r->gpu_name) : json_null());
 }
 
 /* Appends the finished turn to e; fills *score. */
@@ -174,6 +176,8 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
     pk_error_clear(&err);
     sanitize_result(r);
     e->in_flight = NULL;
+    if (!e->gpu_model[0] && r->gpu_name[0])
+        snprintf(e->gpu_model, sizeof e->gpu_model, "%s", r->gpu_name);
     e->last_active_ms = pk_now_ms();
     s->n.steps_done++;
     json_t *body = NULL;
@@ -344,7 +348,8 @@ void pk_op_step(pk_call *c) {
     if (e->has_seed)
         opts.seed = splitmix64((uint64_t)e->seed ^ splitmix64((uint64_t)e->n_turns + 1));
     uint64_t ticket;
-    int rc = pk_evaluator_submit(&s->ev, e->problem, p->turn.code, &opts, p, &ticket, &err);
+    int rc = pk_evaluator_submit(&s->ev, e->problem, p->turn.code, &opts, e->gpu_model, p, &ticket,
+                                 &err);
     if (!rc) /* a restart then answers this turn `internal` if it never reached the store */
         pk_journal_step_begin(s->journal, e->id, e->n_turns, p->turn.started_at);
     if (rc) {

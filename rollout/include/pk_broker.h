@@ -11,9 +11,10 @@
  *
  * Placement: a job of W GPUs goes to one worker whose largest NVLink domain has W GPUs, and
  * which announced the job's problem at the server's version; host problems to a worker with
- * a host slot; among those, the least loaded. Reference (baseline) times are cached per
- * problem, world size and worker hardware (GPU model, driver, NCCL) in cache_dir and sent with
- * each job, so all workers of one GPU model score against one baseline. */
+ * a host slot; a GPU job of an episode stays on the GPU model of its earlier turns while a
+ * worker of that model is connected; among those, the least loaded. Reference (baseline) times are
+ * cached per problem, world size and worker hardware (GPU model, driver, NCCL) in cache_dir and
+ * sent with each job, so all workers of one GPU model score against one baseline. */
 #ifndef PK_BROKER_H
 #define PK_BROKER_H
 
@@ -59,9 +60,12 @@ typedef struct pk_broker_stats {
 } pk_broker_stats;
 
 int pk_broker_create(const pk_broker_opts *opts, pk_broker **out, pk_error *err);
-/* As pk_scheduler_submit. PK_ERR_OVERLOADED when the queue is full. */
+/* As pk_scheduler_submit. PK_ERR_OVERLOADED when the queue is full. gpu_model (NULL or ""
+ * for none): the GPU model of the episode's earlier turns; while a connected worker has that
+ * model, the job waits for one of those, so that one episode's timings come from one model. */
 int pk_broker_submit(pk_broker *b, const pk_problem *p, const char *source,
-                     const pk_eval_opts *opts, void *user, uint64_t *ticket, pk_error *err);
+                     const pk_eval_opts *opts, const char *gpu_model, void *user, uint64_t *ticket,
+                     pk_error *err);
 /* A job that the worker answers at once without the harness (bench/scale-out): its
  * completion has harness_rc PK_ERR_UNSUPPORTED ("no-op"), never a verdict. */
 int pk_broker_submit_noop(pk_broker *b, void *user, uint64_t *ticket, pk_error *err);

@@ -28,16 +28,18 @@ def problem_version(problem_id):
     return h.hexdigest()[:16]
 
 
-def verdict(status, reason):
-    """A result map (the wire's eval result) with only status and reason set."""
+def verdict(status, reason, gpu_name="", speedup=None):
+    """A result map (the wire's eval result) with only status, reason, GPU and speedup set."""
     return {"status": status, "reason": reason, "rule": "", "checks": [], "trials": [],
-            "has_timing": False, "world_size": 2, "hung_ranks": [], "exit_code": 0,
-            "signal": 0, "launcher": "mpi", "gpu_name": ""}
+            "has_timing": speedup is not None, "speedup": speedup or 0.0,
+            "candidate": {"median_us": 10.0}, "reference": {"median_us": 10.0 * (speedup or 0)},
+            "world_size": 2, "hung_ranks": [], "exit_code": 0, "signal": 0, "launcher": "mpi",
+            "gpu_name": gpu_name}
 
 
 class FakeWorker:
     def __init__(self, ctx, endpoint, name, problems=None, gpus=0, max_world=None,
-                 host_slots=1, max_jobs=4, gpu_model="", heartbeat_ms=100):
+                 host_slots=1, max_jobs=4, gpu_model="", heartbeat_ms=100, auto=None):
         self.ctx, self.endpoint, self.name = ctx, endpoint, name
         self.problems = problems if problems is not None else [
             [p, problem_version(p)] for p in ("selftest/scale", "selftest/allreduce",
@@ -46,6 +48,7 @@ class FakeWorker:
         self.max_world = gpus if max_world is None else max_world
         self.gpu_model = gpu_model
         self.heartbeat_ms = heartbeat_ms
+        self.auto = auto              # (status, speedup): answer every job at once
         self.jobs = queue.Queue()     # jobs received (decoded maps)
         self.byes = 0
         self.silent = False           # stop heartbeats (and everything else)
@@ -91,7 +94,10 @@ class FakeWorker:
             if sock.poll(20):
                 msg = msgpack.unpackb(sock.recv(), raw=False, strict_map_key=False)
                 if not self.silent:
-                    if msg["t"] == "job":
+                    if msg["t"] == "job" and self.auto:
+                        sock.send(msgpack.packb(self._result(msg, self.auto[0], "auto",
+                                                             speedup=self.auto[1])))
+                    elif msg["t"] == "job":
                         msg["session"] = self.session
                         self.jobs.put(msg)
                     elif msg["t"] == "bye":
@@ -112,15 +118,17 @@ class FakeWorker:
             return True
         raise AssertionError(f"{self.name} got a job it should not have: {job}")
 
-    def result(self, job, status="incorrect", reason="", code="ok", message="",
-               baseline=None, attempt=None):
-        r = {"t": "result", "id": job["id"], "attempt": attempt or job["attempt"],
+    def _result(self, job, status, reason, code="ok", message="", baseline=None, speedup=None):
+        r = {"t": "result", "id": job["id"], "attempt": job["attempt"],
              "code": code, "message": message, "worker_ms": 1.0,
              "baseline": baseline or {"device": "", "driver": "", "nccl": "", "world": 0,
                                       "us": 0.0}}
         if code == "ok":
-            r["result"] = verdict(status, reason or f"from {self.name}")
-        self.cmds.put(("send", r))
+            r["result"] = verdict(status, reason or f"from {self.name}", self.gpu_model, speedup)
+        return r
+
+    def result(self, job, status="incorrect", reason="", code="ok", message="", baseline=None):
+        self.cmds.put(("send", self._result(job, status, reason, code, message, baseline)))
 
     def reconnect(self):
         self.cmds.put(("reconnect", None))

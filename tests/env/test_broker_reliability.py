@@ -9,8 +9,9 @@
   - a worker that lacks the problem, or has another version of it, gets no job, and the
     client gets `internal` saying which worker lacks what; a worker's own missing_problem
     answer reaches the client too;
-  - a 2-GPU job goes only to a worker with 2 GPUs in one NVLink domain; a baseline measured
-    on one GPU model is sent with later jobs to workers of that model only."""
+  - a 2-GPU job goes only to a worker with 2 GPUs in one NVLink domain; an episode's turns
+    stay on one GPU model while a worker of it is connected; a baseline measured on one GPU
+    model is sent with later jobs to workers of that model only."""
 import sys
 import time
 
@@ -225,19 +226,70 @@ def case_placement_and_baselines(srv, ep_url):
     expect(job["opts"]["baseline_us"] == 50.0 and job["baseline"]["device"] == "NVIDIA H200",
            f"the H200 baseline goes with the next H200 job: {job['opts']} {job['baseline']}")
     two.result(job, status="incorrect", reason="second")
-    expect(c.wait(rid)["ok"], "step 2")
+    rep = c.wait(rid)
+    expect(rep["ok"] and rep["info"]["gpu"] == "NVIDIA H200", f"step 2 and its GPU: {rep}")
+    # An H100 worker joins (idle, first in line): the episode's turns stay on the H200.
+    other = FakeWorker(srv.ctx, ep_url, "h100x2", gpus=2, gpu_model="NVIDIA H100")
+    wait_for(lambda: "h100x2" in live_workers(c), "h100x2 joined")
+    rid = c.step(ep, problem, "correct.cu")
+    job = two.next_job()
+    other.no_job(0.2)
+    two.result(job, status="incorrect", reason="third")
+    expect(c.wait(rid)["ok"], "step 3")
+    # With no H200 left, the episode goes on on the H100, and no H200 baseline goes with it.
     two.stop()
     wait_for(lambda: "h200x2" not in live_workers(c), "h200x2 gone")
-    other = FakeWorker(srv.ctx, ep_url, "h100x2", gpus=2, gpu_model="NVIDIA H100")
     rid = c.step(ep, problem, "correct.cu")
     job = other.next_job()
     expect(job["opts"]["baseline_us"] == 0, f"no H200 baseline for an H100: {job['opts']}")
     other.result(job, status="incorrect", reason="h100")
-    expect(c.wait(rid)["ok"], "step 3")
+    rep = c.wait(rid)
+    expect(rep["ok"] and rep["info"]["gpu"] == "NVIDIA H100", f"step 4: {rep}")
     c.no_duplicates()
     one.stop()
     other.stop()
-    print("placement: 2-GPU job only to 2 GPUs in one NVLink domain; baselines per GPU model")
+    print("placement: 2-GPU job only to 2 GPUs in one NVLink domain; an episode keeps its GPU "
+          "model; baselines per GPU model")
+
+
+def case_report_per_gpu_model(srv, ep_url):
+    """`pkgym eval` through the broker with two GPU models: each trajectory stays on one model,
+    and the report gives the speedups per model and warns that the run mixed them."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+    c = Client(srv)
+    x = FakeWorker(srv.ctx, ep_url, "x", gpus=2, gpu_model="GPU-X", auto=("correct", 1.5),
+                   max_jobs=64)
+    y = FakeWorker(srv.ctx, ep_url, "y", gpus=2, gpu_model="GPU-Y", auto=("correct", 3.0),
+                   max_jobs=64)
+    wait_for(lambda: {"x", "y"} <= set(live_workers(c)), "x and y joined")
+    tmp = tempfile.mkdtemp(prefix="pk-eval-models-")
+    replay = os.path.join(tmp, "replay", "collectives", "allreduce")
+    os.makedirs(replay)
+    for k in (1, 2, 3):
+        with open(os.path.join(replay, f"turn{k}.md"), "w") as f:
+            f.write(action_text("selftest/allreduce", "correct.cu"))
+    out = os.path.join(tmp, "out")
+    p = subprocess.run([os.environ["PKGYM"], "eval", "--server", srv.endpoint, "--policy",
+                        "replay:" + os.path.join(tmp, "replay"), "--problems",
+                        "collectives/allreduce", "-G", "8", "-T", "3", "--out", out, "--quiet"],
+                       capture_output=True, text=True, timeout=120)
+    expect(p.returncode == 0, f"pkgym eval: {p.returncode} {p.stderr[-2000:]}")
+    report = json.load(open(os.path.join(out, "report.json")))
+    models = report["gpu_models"]
+    expect(set(models) == {"GPU-X", "GPU-Y"}, f"one model per trajectory: {models}")
+    expect(models["GPU-X"]["trajectories"] + models["GPU-Y"]["trajectories"] == 8, f"{models}")
+    expect(models["GPU-X"]["mean_best_speedup"] == 1.5 and
+           models["GPU-Y"]["mean_best_speedup"] == 3.0, f"speedups per model: {models}")
+    md = open(os.path.join(out, "report.md")).read()
+    expect("several GPU models" in md and "| GPU-Y |" in md, md)
+    x.stop()
+    y.stop()
+    import shutil
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"report: speedups per GPU model {json.dumps(models)}")
 
 
 def main():
@@ -247,6 +299,7 @@ def main():
         case_lost_twice(srv, ep_url)
         case_missing_problem(srv, ep_url)
         case_placement_and_baselines(srv, ep_url)
+        case_report_per_gpu_model(srv, ep_url)
     except Exception:
         print(srv.output())
         raise

@@ -217,6 +217,8 @@ static void on_step(driver *d, slot *s, json_t *reply) {
     t->status = status;
     t->speedup = json_number_value(json_object_get(info, "speedup")); /* 0 when null */
     t->reward = json_number_value(json_object_get(reply, "reward"));
+    const char *gpu = json_string_value(json_object_get(info, "gpu"));
+    snprintf(t->gpu, sizeof t->gpu, "%s", gpu ? gpu : "");
     d->run->steps++;
     d->n_correct_turns += status == PK_STATUS_CORRECT;
     s->harness_retries = 0;

@@ -197,10 +197,11 @@ static json_t *trajectories_json(const pk_eval_run *run) {
         const pk_eval_traj *t = &run->trajs[i];
         json_t *turns = json_array(), *rets = t->returns ? json_array() : json_null();
         for (int k = 0; turns && k < t->n_turns; k++)
-            json_array_append_new(turns, json_pack("{s:s, s:f, s:f}", "status",
-                                                   pk_status_name((pk_status)t->turns[k].status),
-                                                   "speedup", t->turns[k].speedup, "reward",
-                                                   t->turns[k].reward));
+            json_array_append_new(
+                turns, json_pack("{s:s, s:f, s:f, s:o}", "status",
+                                 pk_status_name((pk_status)t->turns[k].status), "speedup",
+                                 t->turns[k].speedup, "reward", t->turns[k].reward, "gpu",
+                                 t->turns[k].gpu[0] ? json_string(t->turns[k].gpu) : json_null()));
         for (int k = 0; t->returns && rets && k < t->n_turns; k++)
             json_array_append_new(rets, json_real(t->returns[k]));
         json_array_append_new(arr, json_pack("{s:s, s:i, s:o, s:o, s:s?, s:b}", "problem",
@@ -271,7 +272,9 @@ static char *markdown(const pk_eval_run *run, const problem_metrics *pm,
                              overall->status_count[s]);
     if (md.len && md.data[md.len - 1] == ',')
         md.data[--md.len] = 0;
-    pk_strbuf_puts(&md, ".\n\nThe chart: `turn_scaling.svg`; every turn: `report.json`.\n");
+    pk_strbuf_puts(&md, ".\n");
+    pk_eval_gpu_models_md(run, &md);
+    pk_strbuf_puts(&md, "\nThe chart: `turn_scaling.svg`; every turn: `report.json`.\n");
     return pk_strbuf_take(&md);
 }
 
@@ -300,7 +303,7 @@ static json_t *report_json(const pk_eval_run *run, const problem_metrics *pm,
         json_array_append_new(problems, o);
     }
     json_t *hello = run->server_hello;
-    return json_pack(
+    json_t *report = json_pack(
         "{s:i, s:s, s:O?, s:O?, s:{s:s, s:i, s:i, s:s, s:o, s:s?}, s:f, s:i, s:f, s:o, s:o, s:o, "
         "s:O?}",
         "pkgym_eval", 1, "date", date, "server", json_object_get(hello, "server"), "gpus",
@@ -310,6 +313,9 @@ static json_t *report_json(const pk_eval_run *run, const problem_metrics *pm,
         run->wall_s > 0 ? run->steps / run->wall_s : 0.0, "overall", metrics_json(a, overall),
         "problems", problems, "trajectories", trajectories_json(run), "server_stats",
         run->server_stats);
+    if (report)
+        json_object_set_new(report, "gpu_models", pk_eval_gpu_models_json(run));
+    return report;
 }
 
 static int write_all(const pk_eval_run *run, const problem_metrics *pm,

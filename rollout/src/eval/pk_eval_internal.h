@@ -73,6 +73,7 @@ typedef struct pk_eval_turn {
     int status; /* pk_status */
     double speedup;
     double reward;
+    char gpu[64]; /* the GPU model it was measured on ("" for host runs and no run) */
 } pk_eval_turn;
 
 typedef struct pk_eval_traj {
@@ -118,6 +119,11 @@ void pk_eval_run_free(pk_eval_run *run);
 /* Writes report.json, report.md and turn_scaling.svg into args->out_dir, and prints the
  * Markdown summary to stdout unless quiet. */
 int pk_eval_report_write(const pk_eval_run *run, pk_error *err);
+/* Speedups per GPU model (a turn's speedup is against the baseline of its own model, so a
+ * report compares them only within one model): report.json's "gpu_models" and a Markdown
+ * section, with a warning when the run used several models. */
+json_t *pk_eval_gpu_models_json(const pk_eval_run *run);
+void pk_eval_gpu_models_md(const pk_eval_run *run, pk_strbuf *md);
 /* best-so-far by turn, one series per problem plus the mean, as an SVG document. */
 char *pk_eval_svg_turn_scaling(const char *title, const char *const *names, const double *series,
                                int n_series, int n_turns);

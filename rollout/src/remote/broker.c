@@ -270,7 +270,8 @@ static int enqueue(pk_broker *b, pk_bjob *j, uint64_t *ticket, pk_error *err) {
 }
 
 int pk_broker_submit(pk_broker *b, const pk_problem *p, const char *source,
-                     const pk_eval_opts *opts, void *user, uint64_t *ticket, pk_error *err) {
+                     const pk_eval_opts *opts, const char *gpu_model, void *user, uint64_t *ticket,
+                     pk_error *err) {
     if (!b || !p || !source)
         return pk_error_set(err, PK_ERR_INVALID, "submit needs a broker, problem and source");
     pk_bjob *j = calloc(1, sizeof *j);
@@ -288,6 +289,8 @@ int pk_broker_submit(pk_broker *b, const pk_problem *p, const char *source,
     j->opts.n_gpus = 0; /* the worker's scheduler picks the GPUs */
     j->needs_gpu = pk_problem_needs_gpu(p);
     j->world = j->opts.world_size > 0 ? j->opts.world_size : pk_problem_world_size(p);
+    if (j->needs_gpu && gpu_model)
+        snprintf(j->gpu_model, sizeof j->gpu_model, "%s", gpu_model);
     j->t_submit_ms = pk_now_ms();
     int rc = enqueue(b, j, ticket, err);
     if (rc) {

@@ -141,16 +141,29 @@ static int available(const pk_bworker *w, double now) {
     return !w->draining && w->jobs.n < w->max_jobs && now >= w->refused_until_ms;
 }
 
-/* The least loaded worker able to run j now; *able: some connected worker can run it. */
+/* 1 when some connected worker able to run j has j's preferred GPU model. */
+static int model_present(const pk_broker *b, const pk_bjob *j) {
+    if (!j->gpu_model[0])
+        return 0;
+    for (const pk_bworker *w = b->workers; w; w = w->next)
+        if (!w->draining && strcmp(w->gpu_model, j->gpu_model) == 0 &&
+            pk_broker_worker_can_run(w, j))
+            return 1;
+    return 0;
+}
+
+/* The least loaded worker able to run j now; *able: some connected worker can run it. An
+ * episode's GPU jobs keep to its GPU model while a worker of that model is connected. */
 static pk_bworker *pick(pk_broker *b, const pk_bjob *j, double now, int *able) {
     pk_bworker *best = NULL;
     double best_load = 0;
+    int same_model = model_present(b, j);
     *able = 0;
     for (pk_bworker *w = b->workers; w; w = w->next) {
         if (w->draining || !pk_broker_worker_can_run(w, j))
             continue;
         *able = 1;
-        if (!available(w, now))
+        if (!available(w, now) || (same_model && strcmp(w->gpu_model, j->gpu_model) != 0))
             continue;
         double load = (double)w->jobs.n / w->max_jobs;
         if (!best || load < best_load) {

@@ -25,6 +25,7 @@ typedef struct pk_bjob {
     char *source;
     pk_eval_opts opts; /* strings dropped */
     int world, needs_gpu;
+    char gpu_model[128];                       /* preferred model (the episode's), "" for any */
     int attempt;                               /* dispatches so far */
     char lost_on[PK_BROKER_MAX_ATTEMPTS][256]; /* why each earlier attempt was lost */
     double t_submit_ms, t_dispatch_ms;
