@@ -97,11 +97,17 @@ def main():
             except Exception:
                 os.killpg(mpirun.pid, signal.SIGKILL)
                 mpirun.wait()
+        wlog = ""
         if log:
             log.close()
+            wlog = open(log.name).read()
         rc = srv.stop()
         srv.cleanup()
     expect(rc == 0, f"server exit code {rc}")
+    # The two workers left must have stopped cleanly (under ASan: no leak, no error report).
+    stopped = wlog.count("stopped:")
+    bad = [m for m in ("AddressSanitizer", "LeakSanitizer", "runtime error:") if m in wlog]
+    expect(stopped == 2 and not bad, f"workers: {stopped} stopped cleanly, reports {bad}:\n{wlog}")
     return 0
 
 

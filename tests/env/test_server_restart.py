@@ -192,11 +192,13 @@ def main():
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)
+        worker_rcs = []
         for w in workers:
             try:
-                w.wait(30)
+                worker_rcs.append(w.wait(30))
             except Exception:
                 w.kill()
+                worker_rcs.append("hung")
         for log in logs:
             log.close()
         rc = srv2.stop() if srv2 else 0
@@ -205,6 +207,7 @@ def main():
         if srv2:
             srv2.cleanup()
     expect(rc == 0, f"server exit code {rc}")
+    expect(worker_rcs == [0, 0], f"workers did not stop cleanly on SIGTERM: {worker_rcs}")
     return 0
 
 

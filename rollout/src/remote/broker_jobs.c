@@ -166,7 +166,8 @@ static pk_bworker *pick(pk_broker *b, const pk_bjob *j, double now, int *able) {
         if (!available(w, now) || (same_model && strcmp(w->gpu_model, j->gpu_model) != 0))
             continue;
         double load = (double)w->jobs.n / w->max_jobs;
-        if (!best || load < best_load) {
+        /* Ties (e.g. idle workers) go to the one that has done the fewest jobs. */
+        if (!best || load < best_load || (load == best_load && w->done < best->done)) {
             best = w;
             best_load = load;
         }
