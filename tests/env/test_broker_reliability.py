@@ -11,7 +11,9 @@
     answer reaches the client too;
   - a 2-GPU job goes only to a worker with 2 GPUs in one NVLink domain; an episode's turns
     stay on one GPU model while a worker of it is connected; a baseline measured on one GPU
-    model is sent with later jobs to workers of that model only."""
+    model is sent with later jobs to workers of that model only;
+  - `pkgym eval` through the broker reports speedups per GPU model;
+  - without --gpus none the server also evaluates on its own host (the in-process worker)."""
 import sys
 import time
 
@@ -292,6 +294,30 @@ def case_report_per_gpu_model(srv, ep_url):
     print(f"report: speedups per GPU model {json.dumps(models)}")
 
 
+def case_in_process_worker():
+    """Without --gpus none the server also runs a worker of its own (here on the CPUs): it
+    shows in stats and evaluates a step for real."""
+    port = free_port()
+    srv = Server("--worker-bind", f"tcp://127.0.0.1:{port}", "--worker-heartbeat-ms", str(HB))
+    try:
+        c = Client(srv)
+        wait_for(lambda: "local" in live_workers(c), "the in-process worker", timeout_s=30)
+        w = [w for w in c.stats()["workers"] if w["name"] == "local"][0]
+        expect(w["capacity"]["host_slots"] >= 1 and w["launcher"]["kind"] == "none", f"{w}")
+        ep = c.episode()
+        rep = c.wait(c.step(ep, "selftest/scale", "correct.cu"), timeout_s=120)
+        expect(rep["ok"] and rep["info"]["status"] == "correct", f"step: {rep}")
+        expect(c.stats()["broker"]["completed"] == 1, "the step went through the broker")
+    except Exception:
+        print(srv.output())
+        raise
+    finally:
+        rc = srv.stop()
+        srv.cleanup()
+    expect(rc == 0, f"server exit code {rc}")
+    print("in-process worker: a server without --gpus none evaluates on its own host too")
+
+
 def main():
     srv, ep_url = start("--worker-wait-s", "1")
     try:
@@ -307,6 +333,7 @@ def main():
         rc = srv.stop()
         srv.cleanup()
     expect(rc == 0, f"server exit code {rc}")
+    case_in_process_worker()
     return 0
 
 
