@@ -33,26 +33,9 @@ else
     cp -r "$src/rollout/replay" "$tmp/replay"
 fi
 for x in ${EXCLUDE:-}; do rm -rf "$tmp/replay/$SUITE/$x"; done
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-
-wait_ready() { # endpoint, workers wanted
-    /usr/bin/python3 - "$src" "$1" "$2" <<'PY'
-import sys, time
-sys.path.insert(0, sys.argv[1] + "/rollout/python")
-from pkgym_client import Client
-c = Client(sys.argv[2], timeout_s=5)
-deadline = time.time() + 120
-while time.time() < deadline:
-    try:
-        st = c.stats()
-        if len([w for w in st.get("workers", []) if "departed_at" not in w]) >= int(sys.argv[3]):
-            sys.exit(0)
-    except Exception:
-        pass
-    time.sleep(0.5)
-sys.exit("server or worker not ready in 120 s")
-PY
-}
+# No Python here (the GPU machine's may lack pyzmq): `pkgym eval` waits for the server's
+# hello itself, and a broker's worker is started first so that it joins as the server binds.
+port=$((20000 + RANDOM % 30000))
 
 run_eval() { # name endpoint -> prints steps/s
     "$pkgym" eval --server "$2" --policy "replay:$tmp/replay" --problems "suite:$SUITE" \
@@ -61,7 +44,10 @@ run_eval() { # name endpoint -> prints steps/s
         cat "$tmp/eval-$1.log" >&2
         return 1
     }
-    /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.3f %d %.1f" % (r["steps_per_s"], r["steps"], r["wall_s"]))' "$tmp/eval-$1/report.json"
+    local r=$tmp/eval-$1/report.json
+    field() { sed -n "s/^  \"$1\": \([0-9.e+-]*\),*$/\1/p" "$r" | head -1; }
+    echo "$(field steps_per_s) $(field steps) $(field wall_s)" |
+        awk '{ printf "%.3f %d %.1f\n", $1, $2, $3 }'
 }
 
 local_round() {
@@ -70,7 +56,6 @@ local_round() {
         --gpus "$GPU_LIST" >"$tmp/local-$1.log" 2>&1 &
     local s=$!
     pids+=("$s")
-    wait_ready "$ep" 0
     run_eval "local-$1" "$ep"
     kill -TERM "$s"
     wait "$s" || true
@@ -78,15 +63,15 @@ local_round() {
 
 broker_round() {
     local ep=ipc://$tmp/broker-$1.sock
-    "$pkgym" serve --bind "$ep" --data-dir "$tmp/broker-$1" --modules "$build/problems/modules" \
-        --gpus none --worker-bind "tcp://127.0.0.1:$port" >"$tmp/broker-$1.log" 2>&1 &
-    local s=$!
     "$pkgym" worker --connect "tcp://127.0.0.1:$port" --gpus "$GPU_LIST" --data-dir "$tmp/worker-$1" \
         --modules "$build/problems/modules" >"$tmp/worker-$1.log" 2>&1 &
     local w=$!
+    "$pkgym" serve --bind "$ep" --data-dir "$tmp/broker-$1" --modules "$build/problems/modules" \
+        --gpus none --worker-bind "tcp://127.0.0.1:$port" >"$tmp/broker-$1.log" 2>&1 &
+    local s=$!
     pids+=("$s" "$w")
-    wait_ready "$ep" 1
     run_eval "broker-$1" "$ep"
+    grep -q "worker .* joined" "$tmp/broker-$1.log" || { cat "$tmp/broker-$1.log" >&2; return 1; }
     kill -TERM "$w" "$s"
     wait "$w" || true
     wait "$s" || true
@@ -107,13 +92,13 @@ sum_l=0 sum_b=0
 for r in $(seq "$ROUNDS"); do
     read -r l steps_l wall_l < <(local_round "$r")
     read -r b steps_b wall_b < <(broker_round "$r")
-    ratio=$(/usr/bin/python3 -c "print('%.3f' % ($b / $l))")
+    ratio=$(awk -v b="$b" -v l="$l" 'BEGIN { printf "%.3f", b / l }')
     echo "| $r | $l ($wall_l s) | $b ($wall_b s) | $steps_l / $steps_b | $ratio |" >>"$log"
-    sum_l=$(/usr/bin/python3 -c "print($sum_l + $l)")
-    sum_b=$(/usr/bin/python3 -c "print($sum_b + $b)")
+    sum_l=$(awk -v a="$sum_l" -v x="$l" 'BEGIN { print a + x }')
+    sum_b=$(awk -v a="$sum_b" -v x="$b" 'BEGIN { print a + x }')
 done
-ratio=$(/usr/bin/python3 -c "print('%.3f' % ($sum_b / $sum_l))")
-verdict=$(/usr/bin/python3 -c "print('PASS' if $sum_b / $sum_l >= 0.90 else 'FAIL')")
+ratio=$(awk -v b="$sum_b" -v l="$sum_l" 'BEGIN { printf "%.3f", b / l }')
+verdict=$(awk -v b="$sum_b" -v l="$sum_l" 'BEGIN { print (b / l >= 0.90 ? "PASS" : "FAIL") }')
 echo "| all | | | | **$ratio** ($verdict: >= 0.90 wanted) |" >>"$log"
 cat "$log"
 [ -z "$out" ] || { cat "$log" >>"$out"; echo "appended to $out"; }
