@@ -59,7 +59,8 @@ def worker_args(port, data_dir, heartbeat_ms=250):
 
 
 def start_mpirun_workers(n, port, data_dir, log_path):
-    env = dict(os.environ, PKGYM=PKGYM)
+    # Local ranks only: mpirun needs no ssh (a CI image may have none).
+    env = dict(os.environ, PKGYM=PKGYM, OMPI_MCA_plm_rsh_agent="false")
     cmd = [os.path.join(SRC, "scripts", "scale-out"), "mpirun", "-np", str(n), "--oversubscribe",
            "--"] + worker_args(port, data_dir)
     log = open(log_path, "w")

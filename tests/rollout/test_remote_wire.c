@@ -215,6 +215,12 @@ static void test_bad_frames_refused(void **state) {
     assert_int_not_equal(pk_wire_decode("\xc1", 1, &u, &type, &err), PK_OK); /* never used */
     msgpack_unpacked_destroy(&u);
 
+    /* A 6-byte frame that declares a map of 2^31 entries: refused before msgpack-c would
+     * allocate for it. */
+    assert_int_not_equal(pk_wire_decode("\xdf\x80\x00\x00\x00\xa1", 6, &u, &type, &err), PK_OK);
+    assert_non_null(strstr(err.message, "declares"));
+    msgpack_unpacked_destroy(&u);
+
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     const char *unknown[] = {"t", "gimme"};

@@ -5,6 +5,7 @@
 #include "pk_client.h"
 #include "pk_mp.h"
 #include "pk_wire.h"
+#include "request.h" /* pk_msgpack_check: the frame pre-check the server uses */
 
 static const char *const type_names[] = {"", "ready", "hb", "job", "result", "drain", "bye"};
 static const char *const code_names[] = {"ok", "harness_error", "missing_problem", "bad_job",
@@ -207,6 +208,10 @@ int pk_wire_decode(const void *data, size_t len, msgpack_unpacked *out, int *typ
     size_t off = 0;
     if (len > PK_WIRE_MAX_FRAME)
         return pk_error_set(err, PK_ERR_INVALID, "frame of %zu bytes is over the limit", len);
+    /* Declared lengths must fit in the frame (a 5-byte array32 header must not make msgpack-c
+     * allocate gigabytes) and nesting is bounded, before msgpack-c unpacks anything. */
+    if (pk_msgpack_check(data, len, 16, err) != PK_OK)
+        return PK_ERR_INVALID;
     if (msgpack_unpack_next(out, data, len, &off) != MSGPACK_UNPACK_SUCCESS || off != len ||
         out->data.type != MSGPACK_OBJECT_MAP)
         return pk_error_set(err, PK_ERR_INVALID, "frame is not one msgpack map");
