@@ -131,6 +131,29 @@ static void test_domains(void **state) {
     assert_int_equal(pk_gpu_topology_largest_domain(&t, pos), 1);
 }
 
+static void test_domains_without_nvlink(void **state) {
+    (void)state;
+    pk_gpu_topology t;
+    make_topology(&t, 4, 2); /* two NVLink pairs */
+    unsigned char links[16] = {0};
+    links[0 * 4 + 1] = links[1 * 4 + 0] = 1;
+    links[2 * 4 + 3] = links[3 * 4 + 2] = 1;
+    pk_gpu_topology_set_domains(&t, links, "nvml");
+    assert_int_equal(t.n_domains, 2);
+    assert_string_equal(t.source, "nvml");
+    /* PCIe only: one domain, as a single-machine server uses the GPUs. */
+    memset(links, 0, sizeof links);
+    pk_gpu_topology_set_domains(&t, links, "nvml");
+    assert_int_equal(t.n_domains, 1);
+    assert_string_equal(t.source, "pcie");
+    /* Links not readable: one domain too, said so. */
+    pk_gpu_topology_set_domains(&t, NULL, "unknown");
+    assert_int_equal(t.n_domains, 1);
+    assert_string_equal(t.source, "unknown");
+    int pos[PK_TOPO_MAX_GPUS];
+    assert_int_equal(pk_gpu_topology_largest_domain(&t, pos), 4);
+}
+
 static void test_gpu_split_by_local_rank(void **state) {
     (void)state;
     pk_gpu_topology t;
@@ -267,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_srun_env),
         cmocka_unit_test(test_no_launcher),
         cmocka_unit_test(test_domains),
+        cmocka_unit_test(test_domains_without_nvlink),
         cmocka_unit_test(test_gpu_split_by_local_rank),
         cmocka_unit_test(test_gpu_choice_stays_in_one_domain),
         cmocka_unit_test(test_gpu_lists),

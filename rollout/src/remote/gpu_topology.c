@@ -150,6 +150,21 @@ static int smi_links(int n, unsigned char *links) {
     return 0;
 }
 
+void pk_gpu_topology_set_domains(pk_gpu_topology *t, const unsigned char *links,
+                                 const char *source) {
+    int n = t->n_gpus, any = 0;
+    for (int i = 0; links && i < n * n; i++)
+        any |= links[i] != 0;
+    snprintf(t->source, sizeof t->source, "%s", links && !any && n > 1 ? "pcie" : source);
+    if (links && any) {
+        pk_gpu_domains_from_links(n, links, t->domain, &t->n_domains);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        t->domain[i] = 0;
+    t->n_domains = n > 0 ? 1 : 0;
+}
+
 void pk_gpu_topology_read(pk_gpu_topology *t) {
     memset(t, 0, sizeof *t);
     snprintf(t->source, sizeof t->source, "none");
@@ -186,12 +201,11 @@ void pk_gpu_topology_read(pk_gpu_topology *t) {
                 links[i * m + j] = links[j * m + i] = l > 0;
             }
         if (m > 1 && known)
-            snprintf(t->source, sizeof t->source, "nvml");
+            pk_gpu_topology_set_domains(t, links, "nvml");
         else if (m > 1 && smi_links(m, links) == 0)
-            snprintf(t->source, sizeof t->source, "nvidia-smi");
-        else if (m > 1)
-            memset(links, 0, sizeof links); /* unknown: every GPU its own domain */
-        pk_gpu_domains_from_links(m, links, t->domain, &t->n_domains);
+            pk_gpu_topology_set_domains(t, links, "nvidia-smi");
+        else
+            pk_gpu_topology_set_domains(t, NULL, m > 1 ? "unknown" : "none");
         a.shutdown();
     }
     dlclose(lib);

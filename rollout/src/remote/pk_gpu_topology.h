@@ -20,11 +20,19 @@ typedef struct pk_gpu_topology {
     pk_gpu_desc gpus[PK_TOPO_MAX_GPUS];
     int domain[PK_TOPO_MAX_GPUS]; /* the domain of gpus[i], 0..n_domains-1 */
     int n_domains;
-    char source[16]; /* where the links came from: "nvml", "nvidia-smi", or "none" */
+    char source[16]; /* where the domains came from: "nvml", "nvidia-smi", "pcie" (no NVLink:
+                        one domain), "unknown" (links not readable: one domain), "none" */
 } pk_gpu_topology;
 
 /* Reads this host's GPUs and links (never fails: no driver means no GPUs). */
 void pk_gpu_topology_read(pk_gpu_topology *t);
+
+/* Sets t's domains from its link matrix (n_gpus x n_gpus; NULL when unknown) and source:
+ * the NVLink components; on a host with no NVLink at all (PCIe only), or whose links could
+ * not be read, all GPUs form one domain, as a single-machine server would use them (source
+ * "pcie" or "unknown"). */
+void pk_gpu_topology_set_domains(pk_gpu_topology *t, const unsigned char *links,
+                                 const char *source);
 
 /* Domains from a symmetric n x n link matrix (links[i*n+j] != 0: GPUs i and j share an
  * NVLink): connected components, numbered in order of their lowest GPU. */
