@@ -40,7 +40,17 @@ static void usage(FILE *f) {
             "  --baseline-max-cv X     a cached baseline whose CV is above X is measured again,\n"
             "                          and a measurement above X is not cached (default 0.1)\n"
             "  --baseline-max-age-s S  a cached baseline older than S seconds is measured again\n"
-            "                          (default 86400)\n",
+            "                          (default 86400)\n"
+            "\n"
+            "Remote workers (docs/scale-out.md):\n"
+            "  --worker-bind ENDPOINT  accept `pkgym worker`s here (e.g. tcp://0.0.0.0:5600);\n"
+            "                          repeatable. Jobs then go to the workers, and to an\n"
+            "                          in-process worker on this host's GPUs unless --gpus none\n"
+            "                          (a pure broker). Unauthenticated: trusted networks only\n"
+            "  --worker-heartbeat-ms N heartbeat interval both ways (default 1000)\n"
+            "  --worker-liveness N     silent heartbeats before a worker is lost (default 5)\n"
+            "  --worker-wait-s S       a job waits this long for a worker able to run it\n"
+            "                          (default 120), then fails with `internal`\n",
             PK_DEFAULT_ENDPOINT, PK_DEFAULT_PROBLEMS_DIR, PK_DEFAULT_MODULES_DIR,
             PK_DEFAULT_DATA_DIR);
 }
@@ -137,6 +147,18 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
             rc = parse_long(a, v, 1, 1000000, &n), o->queue_limit = (int)n;
         else if (strcmp(a, "--gpus") == 0)
             rc = parse_gpus(v, o);
+        else if (strcmp(a, "--worker-bind") == 0) {
+            if (o->n_worker_binds >= PK_MAX_BINDS - 1) {
+                fprintf(stderr, "pkgym serve: at most %d --worker-bind\n", PK_MAX_BINDS - 1);
+                return -1;
+            }
+            o->worker_binds[o->n_worker_binds++] = v;
+        } else if (strcmp(a, "--worker-heartbeat-ms") == 0)
+            rc = parse_long(a, v, 10, 600000, &n), o->worker_heartbeat_ms = (int)n;
+        else if (strcmp(a, "--worker-liveness") == 0)
+            rc = parse_long(a, v, 2, 1000, &n), o->worker_liveness = (int)n;
+        else if (strcmp(a, "--worker-wait-s") == 0)
+            rc = parse_long(a, v, 1, 86400, &n), o->worker_wait_s = (double)n;
         else if (strcmp(a, "--shutdown-grace-ms") == 0)
             rc = parse_long(a, v, 0, 3600000, &n), o->shutdown_grace_ms = (int)n;
         else if (strcmp(a, "--baseline-max-cv") == 0)
@@ -194,6 +216,12 @@ int pk_cmd_serve(int argc, char **argv) {
             pk_problem_set_count(s->problems), json_array_size(s->gpus));
     for (int i = 0; i < o.n_binds; i++)
         fprintf(stderr, " %s", o.binds[i]);
+    if (o.n_worker_binds) {
+        fprintf(stderr, "; workers on");
+        for (int i = 0; i < o.n_worker_binds; i++)
+            fprintf(stderr, " %s", o.worker_binds[i]);
+        fprintf(stderr, o.n_gpus == 0 ? " (pure broker: --gpus none)" : " and an in-process one");
+    }
     fprintf(stderr, "\n");
     rc = pk_server_run(s);
     pk_server_free(s);

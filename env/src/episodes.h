@@ -54,9 +54,13 @@ typedef struct pk_episode {
     int done;
     double *returns; /* n_turns values once done */
     pk_pending_step *in_flight;
-    int closed;        /* closed with a step in flight or a turn not yet committed: freed when
-                          both are over (pk_server_release_if_closed) */
-    int store_pending; /* store jobs of its turns submitted and not yet committed */
+    int closed;            /* closed with a step in flight or a turn not yet committed: freed when
+                              both are over (pk_server_release_if_closed) */
+    int store_pending;     /* store jobs of its turns submitted and not yet committed */
+    int interrupted_turn;  /* restored: turn (1-based) being evaluated when the last run died;
+                              its next step is answered `internal` saying so; 0: none */
+    double interrupted_at; /* that step's start (seconds since the epoch) */
+    char gpu_model[64];    /* the GPU its first measured turn ran on ("" until then) */
     double last_active_ms;
     struct pk_episode *next; /* hash chain */
 } pk_episode;

@@ -8,6 +8,7 @@
 #include "pk_reward.h"
 #include "pk_rollout.h"
 #include "pk_sandbox.h"
+#include "pk_worker.h"
 
 typedef struct command {
     const char *name;
@@ -17,6 +18,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"serve", pk_cmd_serve, "run the environment server (ZeroMQ + msgpack, protocol v1)"},
+    {"worker", pk_cmd_worker, "run evaluation jobs for a serve --worker-bind broker (scale-out)"},
     {"check", pk_cmd_check, "evaluate one submission locally and print feedback and result"},
     {"sandbox", pk_cmd_sandbox, "run a command in the sandbox and print a JSON verdict"},
     {"eval", pk_cmd_eval, "scripted multi-turn evaluation against a server"},

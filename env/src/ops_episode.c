@@ -134,7 +134,7 @@ void pk_op_reset(pk_call *c) {
     }
     /* Refuse now, not at the first step, an episode this server cannot evaluate. */
     int world = e->eval.world_size > 0 ? e->eval.world_size : pk_problem_world_size(p);
-    if (pk_problem_needs_gpu(p) && world > s->sched_gpus) {
+    if (pk_problem_needs_gpu(p) && s->sched_gpus >= 0 && world > s->sched_gpus) {
         pk_call_error(c, PK_E_BAD_REQUEST,
                       "problem '%s' needs %d GPUs%s; this server has %d "
                       "(hello.gpu_slots)",
@@ -200,8 +200,9 @@ void pk_op_close(pk_call *c) {
         return;
     json_t *body =
         json_pack("{s:s, s:i, s:b}", "episode", e->id, "turns", e->n_turns, "done", e->done);
-    /* A step in flight still gets its reply. */
+    /* A step in flight still gets its reply. A restart does not reopen it. */
     e->closed = 1;
+    pk_journal_closed(c->s->journal, e->id);
     pk_server_release_if_closed(c->s, e);
     pk_call_ok(c, body);
 }

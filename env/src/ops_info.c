@@ -116,8 +116,7 @@ void pk_op_stats(pk_call *c) {
     pk_server *s = c->s;
     pk_scheduler_stats st;
     memset(&st, 0, sizeof st);
-    if (s->sched)
-        pk_scheduler_get_stats(s->sched, &st);
+    pk_evaluator_stats(&s->ev, &st);
     double uptime_s = (pk_now_ms() - s->started_ms) / 1000.0;
     double occupancy = st.gpus_total > 0 && uptime_s > 0
                            ? st.gpu_busy_ms / (uptime_s * 1000.0 * st.gpus_total)
@@ -132,20 +131,26 @@ void pk_op_stats(pk_call *c) {
         "{s:I, s:I, s:I, s:I}", "compile_hits", (json_int_t)st.compile_cache_hits, "compile_misses",
         (json_int_t)st.compile_cache_misses, "baseline_hits", (json_int_t)st.baseline_cache_hits,
         "baseline_stale", (json_int_t)st.baseline_cache_stale);
-    json_t *requests =
-        json_pack("{s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)n->requests, "bad",
-                  (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,
-                  "episodes_expired", (json_int_t)n->episodes_expired, "store_errors",
-                  (json_int_t)n->store_errors);
+    json_t *requests = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)n->requests, "bad",
+        (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,
+        "episodes_expired", (json_int_t)n->episodes_expired, "store_errors",
+        (json_int_t)n->store_errors, "episodes_restored", (json_int_t)n->episodes_restored);
     /* How long single events held the serving thread (what a waiting hello pays). */
     json_t *loop =
         json_pack("{s:f, s:f, s:f}", "request_ms_max", n->request_ms_max, "completion_ms_max",
                   n->completion_ms_max, "completion_ms_mean",
                   n->completions ? n->completion_ms_total / (double)n->completions : 0.0);
-    pk_call_ok(c, json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:o, s:o}", "episodes_open",
-                            (json_int_t)s->episodes.count, "steps_in_flight",
-                            (json_int_t)n->steps_in_flight, "steps_done", (json_int_t)n->steps_done,
-                            "queue_depth", (json_int_t)(st.queued_compile + st.queued_run), "jobs",
-                            jobs, "gpu", gpu, "cache", cache, "uptime_s", uptime_s, "requests",
-                            requests, "loop", loop));
+    json_t *body =
+        json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:o, s:o}", "episodes_open",
+                  (json_int_t)s->episodes.count, "steps_in_flight", (json_int_t)n->steps_in_flight,
+                  "steps_done", (json_int_t)n->steps_done, "queue_depth",
+                  (json_int_t)(st.queued_compile + st.queued_run), "jobs", jobs, "gpu", gpu,
+                  "cache", cache, "uptime_s", uptime_s, "requests", requests, "loop", loop);
+    /* Broker mode: the workers, their GPUs and state (docs/scale-out.md). */
+    json_t *remote = pk_evaluator_stats_json(&s->ev);
+    if (body && remote)
+        json_object_update(body, remote);
+    json_decref(remote);
+    pk_call_ok(c, body);
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server.h"
 
@@ -90,6 +91,8 @@ static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
         json_object_set_new(info, "roofline_no_overlap_us",
                             r->roofline_no_overlap_us > 0 ? json_real(r->roofline_no_overlap_us)
                                                           : json_null());
+        /* the model the turn was measured on; speedups compare within one model */
+        json_object_set_new(info, "gpu", r->gpu_name[0] ? text_json(r->gpu_name) : json_null());
     }
     return info;
 }
@@ -122,7 +125,7 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
     return PK_OK;
 }
 
-static char *next_prompt(pk_episode *e) {
+char *pk_episode_next_prompt(pk_episode *e) {
     pk_turn_view *views = calloc((size_t)e->n_turns, sizeof *views);
     if (!views)
         return NULL;
@@ -179,7 +182,7 @@ static pk_store_job *turn_job(const pk_episode *e) {
     return j;
 }
 
-static void finish_episode(pk_episode *e) {
+void pk_episode_finish(pk_episode *e) {
     e->done = 1;
     e->returns = calloc((size_t)e->n_turns, sizeof *e->returns);
     if (!e->returns) {
@@ -217,6 +220,8 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
     pk_error_clear(&err);
     sanitize_result(r);
     e->in_flight = NULL;
+    if (!e->gpu_model[0] && r->gpu_name[0])
+        snprintf(e->gpu_model, sizeof e->gpu_model, "%s", r->gpu_name);
     e->last_active_ms = pk_now_ms();
     s->n.steps_done++;
     json_t *body = NULL;
@@ -226,9 +231,9 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
         int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
         int truncated = !terminated && e->n_turns >= e->max_turns;
         if (terminated || truncated)
-            finish_episode(e);
+            pk_episode_finish(e);
         job = turn_job(e);
-        char *prompt = next_prompt(e);
+        char *prompt = pk_episode_next_prompt(e);
         if (prompt) {
             free(e->prompt);
             e->prompt = prompt;
@@ -276,6 +281,7 @@ void pk_server_on_completion(pk_server *s, pk_completion *done) {
          * client may retry the same action. */
         pk_episode *e = p->ep;
         e->in_flight = NULL;
+        pk_journal_step_end(s->journal, e->id);
         pk_server_reply(s, &p->env, p->id_raw, p->id_len,
                         pk_error_body(PK_E_INTERNAL, done->error.message));
         free_pending(p);
@@ -334,6 +340,22 @@ void pk_op_step(pk_call *c) {
         free_pending(p);
         return;
     }
+    if (e->interrupted_turn) {
+        /* Restored after a crash with this turn in flight: its request died with the last run
+         * (answered here, once, so that it is never silently lost); the next step runs. */
+        char when[64];
+        time_t t = (time_t)e->interrupted_at;
+        struct tm tm;
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+        pk_call_error(c, PK_E_INTERNAL,
+                      "the server restarted while turn %d of episode %s was being evaluated "
+                      "(step started %s); no turn was recorded: send the action again",
+                      e->interrupted_turn, e->id, when);
+        e->interrupted_turn = 0;
+        pk_journal_step_end(s->journal, e->id);
+        free_pending(p);
+        return;
+    }
     p->env = c->env;
     p->ep = e;
     pk_parsed_action pa;
@@ -380,7 +402,10 @@ void pk_op_step(pk_call *c) {
     if (!opts.seed)
         opts.seed = 1;
     uint64_t ticket;
-    int rc = pk_scheduler_submit(s->sched, e->problem, p->turn.code, &opts, p, &ticket, &err);
+    int rc = pk_evaluator_submit(&s->ev, e->problem, p->turn.code, &opts, e->gpu_model, p, &ticket,
+                                 &err);
+    if (!rc) /* a restart then answers this turn `internal` if it never reached the store */
+        pk_journal_step_begin(s->journal, e->id, e->n_turns, p->turn.started_at);
     if (rc) {
         e->in_flight = NULL;
         s->n.steps_in_flight--;

@@ -13,6 +13,7 @@
 #include "pk_client.h"
 #include "pk_env.h"
 #include "pk_summarizer.h"
+#include "episode_restore.h"
 
 #define BATCH 256          /* requests handled per poll round */
 #define COMPLETION_BATCH 2 /* completions handled per poll round */
@@ -156,6 +157,7 @@ typedef struct deferred_reply {
     json_t *body;
     pk_episode *new_episode;
     pk_episode *turn_episode; /* kept in memory until the job is committed */
+    int no_reply;
 } deferred_reply;
 
 void pk_server_release_if_closed(pk_server *s, pk_episode *e) {
@@ -178,7 +180,14 @@ void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelo
         pk_store_job_free(job);
         return;
     }
-    *d = (deferred_reply){*env, id_raw, id_len, body, new_episode, turn_episode};
+    *d = (deferred_reply){.id_raw = id_raw,
+                          .id_len = id_len,
+                          .body = body,
+                          .new_episode = new_episode,
+                          .turn_episode = turn_episode,
+                          .no_reply = env == NULL};
+    if (env)
+        d->env = *env;
     if (new_episode)
         s->resets_pending++;
     if (turn_episode)
@@ -212,7 +221,10 @@ static void on_stored(pk_server *s, pk_store_job *job) {
         json_object_set_new(json_object_get(body, "info"), "store_error",
                             json_string(job->err.message));
     }
-    pk_server_reply(s, &d->env, d->id_raw, d->id_len, body);
+    if (d->no_reply)
+        json_decref(body);
+    else
+        pk_server_reply(s, &d->env, d->id_raw, d->id_len, body);
     if (d->turn_episode) {
         /* From here on the store has the turn: a closed episode may leave memory. */
         d->turn_episode->store_pending--;
@@ -342,8 +354,7 @@ int pk_server_run(pk_server *s) {
             (unsigned long long)s->n.steps_in_flight, s->opts.shutdown_grace_ms);
     /* Stop accepting (the ROUTER is no longer read), let the scheduler finish or cancel its
      * jobs, answer every step from their completions, then flush the store. */
-    if (s->sched)
-        pk_scheduler_shutdown(s->sched, s->opts.shutdown_grace_ms);
+    pk_evaluator_shutdown(&s->ev, s->opts.shutdown_grace_ms);
     while (take_completion(s) == 0)
         ;
     fail_unfinished(s);
@@ -432,30 +443,32 @@ static int init_sockets(pk_server *s, pk_error *err) {
     if (rc)
         return rc;
 
-    pk_scheduler_opts so;
-    memset(&so, 0, sizeof so);
-    so.zmq_ctx = s->zctx;
-    so.done_endpoint = done;
-    so.compile_workers = s->opts.compile_workers;
-    so.queue_limit = s->opts.queue_limit;
-    int n_gpus = s->opts.n_gpus;
-    if (n_gpus < 0) {
-        n_gpus = (int)json_array_size(s->gpus);
-        if (n_gpus > PK_SCHED_MAX_GPUS)
-            n_gpus = PK_SCHED_MAX_GPUS;
-        for (int i = 0; i < n_gpus; i++)
-            so.gpus[i] = i;
-    } else {
-        memcpy(so.gpus, s->opts.gpus, sizeof so.gpus);
-    }
-    so.n_gpus = n_gpus;
-    so.remeasure_baseline = s->opts.remeasure_baseline;
-    so.baseline_max_cv = s->opts.baseline_max_cv;
-    so.baseline_max_age_s = s->opts.baseline_max_age_s;
-    s->sched_gpus = n_gpus;
+    pk_evaluator_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.zmq_ctx = s->zctx;
+    eo.done_endpoint = done;
+    eo.compile_workers = s->opts.compile_workers;
+    eo.queue_limit = s->opts.queue_limit;
+    eo.n_gpus = s->opts.n_gpus;
+    eo.gpus = s->opts.gpus;
+    eo.n_nvml_gpus = (int)json_array_size(s->gpus);
+    eo.worker_binds = s->opts.worker_binds;
+    eo.n_worker_binds = s->opts.n_worker_binds;
+    eo.heartbeat_ms = s->opts.worker_heartbeat_ms;
+    eo.liveness = s->opts.worker_liveness;
+    eo.worker_wait_s = s->opts.worker_wait_s;
+    eo.problems_dir = s->opts.problems_dir;
+    eo.modules_dir = s->opts.modules_dir;
+    eo.data_dir = s->opts.data_dir;
+    eo.grace_ms = s->opts.shutdown_grace_ms;
+    eo.remeasure_baseline = s->opts.remeasure_baseline;
+    eo.baseline_max_cv = s->opts.baseline_max_cv;
+    eo.baseline_max_age_s = s->opts.baseline_max_age_s;
     char *cache = pk_path_join(s->opts.data_dir, "cache");
-    so.cache_dir = cache;
-    rc = pk_scheduler_create(&so, &s->sched, err);
+    eo.cache_dir = cache;
+    rc = cache ? pk_evaluator_start(&s->ev, &eo, err)
+               : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    s->sched_gpus = s->ev.local_gpus;
     free(cache);
     return rc;
 }
@@ -505,7 +518,13 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
         pk_store_close(store);
         return pk_error_set(err, PK_ERR_SYSTEM, "bind %s: %s", stored, zmq_strerror(zmq_errno()));
     }
-    return pk_store_writer_start(store, s->zctx, stored, &s->writer, err);
+    rc = pk_store_writer_start(store, s->zctx, stored, &s->writer, err);
+    if (!rc)
+        rc = pk_journal_open(o->data_dir, &s->journal, err);
+    /* Episodes of the last run continue (docs/protocol.md, "Restart"). */
+    if (!rc)
+        rc = pk_episode_restore(s, err);
+    return rc;
 }
 
 void pk_server_free(pk_server *s) {
@@ -518,10 +537,10 @@ void pk_server_free(pk_server *s) {
         }
         s->episodes.bucket[b] = NULL;
     }
-    if (s->sched)
-        pk_scheduler_free(s->sched);
+    pk_evaluator_free(&s->ev);
     pk_store_writer_stop(s->writer); /* only set here when init failed half-way */
     pk_store_close(s->reader);
+    pk_journal_close(s->journal);
     if (s->stored_pull)
         zmq_close(s->stored_pull);
     if (s->router)

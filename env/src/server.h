@@ -8,12 +8,14 @@
 #include <jansson.h>
 
 #include "episodes.h"
+#include "evaluator.h"
 #include "pk_common.h"
 #include "pk_problems.h"
 #include "pk_reward.h"
 #include "pk_scheduler.h"
 #include "pk_store.h"
 #include "request.h"
+#include "server_journal.h"
 #include "store_writer.h"
 #include "transport.h"
 
@@ -41,6 +43,12 @@ typedef struct pk_server_opts {
     int remeasure_baseline;    /* time the reference on every step (no baseline cache reads) */
     double baseline_max_cv;    /* cached baselines noisier than this are measured again */
     double baseline_max_age_s; /* ... and older ones */
+    /* Remote workers (docs/scale-out.md): with worker binds the server is a broker. */
+    const char *worker_binds[PK_MAX_BINDS];
+    int n_worker_binds;
+    int worker_heartbeat_ms; /* 0: 1000 */
+    int worker_liveness;     /* 0: 5 */
+    double worker_wait_s;    /* 0: 120 */
 } pk_server_opts;
 
 void pk_server_opts_default(pk_server_opts *o);
@@ -53,7 +61,8 @@ typedef struct pk_server_counters {
     uint64_t episodes_started;
     uint64_t episodes_expired;
     uint64_t store_errors;
-    double completion_ms_max; /* the longest time one completion held the serving thread */
+    uint64_t episodes_restored; /* by the restart that started this run */
+    double completion_ms_max;   /* the longest time one completion held the serving thread */
     double completion_ms_total;
     uint64_t completions;
     double request_ms_max; /* the longest time one request held it */
@@ -68,10 +77,11 @@ typedef struct pk_server {
     pk_problem_set *problems;
     pk_store_writer *writer; /* owns the trajectory store */
     pk_store *reader;        /* read-only connection, used only by the serving thread */
+    pk_journal *journal;     /* steps in flight and closed episodes, for a restart */
     void *stored_pull;       /* finished store jobs come back here */
     int resets_pending;      /* episodes waiting for their first store commit */
-    pk_scheduler *sched;
-    int sched_gpus; /* GPU slots the scheduler was given */
+    pk_evaluator ev;         /* the local scheduler, or the broker and its workers */
+    int sched_gpus; /* GPU slots of the local scheduler; -1: workers decide (broker mode) */
     pk_reward_config reward_default;
     json_t *feedback_default; /* object */
     json_t *gpus;             /* [{index, name, memory_mib}] */
@@ -98,10 +108,15 @@ void pk_server_free(pk_server *s);
  * the call). new_episode: a reset's episode, inserted into the table only once stored; on a
  * store failure it is freed and the reply is `internal`. turn_episode: the episode whose turn the
  * job stores; it stays in memory, even when closed, until the job is committed, so `trajectory`
- * (memory first, then the store) never misses a turn. */
+ * (memory first, then the store) never misses a turn. env NULL: nothing is sent (a store write
+ * of the server's own, e.g. finishing a restored episode). */
 void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
                                 char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode,
                                 pk_episode *turn_episode);
+/* The next prompt of e after its last turn; the returns of an episode that ends. */
+char *pk_episode_next_prompt(pk_episode *e);
+void pk_episode_finish(pk_episode *e);
+
 /* Frees e when it was closed and has neither a step in flight nor a turn being committed. */
 void pk_server_release_if_closed(pk_server *s, pk_episode *e);
 

@@ -19,10 +19,10 @@ from pkgym_client import Client  # noqa: E402,F401
 
 
 class Server:
-    def __init__(self, *extra):
+    def __init__(self, *extra, data_dir=None, endpoint=None):
         self.tmp = tempfile.mkdtemp(prefix="pkgym-env-test-")
-        self.endpoint = f"ipc://{self.tmp}/server.sock"
-        self.data_dir = os.path.join(self.tmp, "data")
+        self.endpoint = endpoint or f"ipc://{self.tmp}/server.sock"
+        self.data_dir = data_dir or os.path.join(self.tmp, "data")
         pkgym = os.environ["PKGYM"]
         args = [pkgym, "serve", "--bind", self.endpoint, "--data-dir", self.data_dir]
         build = os.environ.get("PK_BUILD_DIR")

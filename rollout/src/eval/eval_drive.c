@@ -237,6 +237,8 @@ static void on_step(driver *d, slot *s, json_t *reply) {
     const char *source = json_string_value(json_object_get(baseline, "source"));
     t->baseline_cached = source && strcmp(source, "cached") == 0;
     t->noisy = t->speedup > 0 && (t->time_cv > d->a->noisy_cv || t->baseline_cv > d->a->noisy_cv);
+    const char *gpu = json_string_value(json_object_get(info, "gpu"));
+    snprintf(t->gpu, sizeof t->gpu, "%s", gpu ? gpu : "");
     d->run->steps++;
     d->n_correct_turns += status == PK_STATUS_CORRECT;
     s->harness_retries = 0;

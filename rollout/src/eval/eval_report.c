@@ -224,14 +224,15 @@ static json_t *trajectories_json(const pk_eval_run *run) {
         for (int k = 0; turns && k < t->n_turns; k++) {
             const pk_eval_turn *u = &t->turns[k];
             json_array_append_new(
-                turns, json_pack("{s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:b}", "turn", k + 1,
-                                 "status", pk_status_name((pk_status)u->status), "speedup",
-                                 u->speedup, "reward", u->reward, "time_cv", u->time_cv,
-                                 "baseline_cv", u->baseline_cv, "baseline_source",
-                                 !(u->speedup > 0)    ? "none"
-                                 : u->baseline_cached ? "cached"
-                                                      : "measured",
-                                 "noisy", u->noisy));
+                turns,
+                json_pack("{s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:b, s:o}", "turn", k + 1, "status",
+                          pk_status_name((pk_status)u->status), "speedup", u->speedup, "reward",
+                          u->reward, "time_cv", u->time_cv, "baseline_cv", u->baseline_cv,
+                          "baseline_source",
+                          !(u->speedup > 0)    ? "none"
+                          : u->baseline_cached ? "cached"
+                                               : "measured",
+                          "noisy", u->noisy, "gpu", u->gpu[0] ? json_string(u->gpu) : json_null()));
         }
         for (int k = 0; t->returns && rets && k < t->n_turns; k++)
             json_array_append_new(rets, json_real(t->returns[k]));
@@ -335,7 +336,9 @@ static char *markdown(const pk_eval_run *run, const problem_metrics *pm,
                              overall->status_count[s]);
     if (md.len && md.data[md.len - 1] == ',')
         md.data[--md.len] = 0;
-    pk_strbuf_puts(&md, ".\n\nThe chart: `turn_scaling.svg`; every turn: `report.json`.\n");
+    pk_strbuf_puts(&md, ".\n");
+    pk_eval_gpu_models_md(run, &md);
+    pk_strbuf_puts(&md, "\nThe chart: `turn_scaling.svg`; every turn: `report.json`.\n");
     return pk_strbuf_take(&md);
 }
 
@@ -379,12 +382,15 @@ static json_t *report_json(const pk_eval_run *run, const problem_metrics *pm,
         "turns", a->turns, "policy", a->policy, "k", ks, "options", a->options, "noisy_cv",
         a->noisy_cv, "seed", a->seed >= 0 ? json_integer(a->seed) : json_null(), "store",
         run->store[0] ? json_string(run->store) : json_null());
-    return json_pack(
+    json_t *report = json_pack(
         "{s:i, s:s, s:O?, s:O?, s:o, s:f, s:i, s:f, s:o, s:o, s:o, s:O?}", "pkgym_eval", 1, "date",
         date, "server", json_object_get(hello, "server"), "gpus", json_object_get(hello, "gpus"),
         "settings", settings, "wall_s", run->wall_s, "steps", run->steps, "steps_per_s",
         run->wall_s > 0 ? run->steps / run->wall_s : 0.0, "overall", overall_json, "problems",
         problems, "trajectories", trajectories_json(run), "server_stats", run->server_stats);
+    if (report)
+        json_object_set_new(report, "gpu_models", pk_eval_gpu_models_json(run));
+    return report;
 }
 
 static int write_all(const pk_eval_run *run, const problem_metrics *pm,

@@ -109,8 +109,9 @@ static char *reason_text(const char *fmt, int a, int b) {
 }
 
 /* Whether the server can run pr at all, else why not (malloc'd). */
+/* gpu_slots < 0: a broker, whose workers (which may connect later) decide. */
 static char *cannot_run(json_t *pr, int world, int gpu_slots) {
-    if (!json_is_true(json_object_get(pr, "needs_gpu")) || world <= gpu_slots)
+    if (!json_is_true(json_object_get(pr, "needs_gpu")) || gpu_slots < 0 || world <= gpu_slots)
         return NULL;
     return reason_text("needs %d GPUs; the server has %d", world, gpu_slots);
 }

@@ -86,6 +86,7 @@ typedef struct pk_eval_turn {
     double time_cv, baseline_cv; /* of a timed turn; 0 when unknown */
     int baseline_cached;         /* the baseline came from the server's cache */
     int noisy;                   /* a speedup whose candidate or baseline CV > --noisy-cv */
+    char gpu[64]; /* the GPU model it was measured on ("" for host runs and no run) */
 } pk_eval_turn;
 
 typedef struct pk_eval_traj {
@@ -140,6 +141,11 @@ int pk_eval_report_write(const pk_eval_run *run, pk_error *err);
  * reported none), and the Markdown table of all problems that have rooflines (eval_roofline.c). */
 json_t *pk_eval_roofline_json(const pk_eval_run *run, int p);
 void pk_eval_roofline_markdown(pk_strbuf *md, const pk_eval_run *run);
+/* Speedups per GPU model (a turn's speedup is against the baseline of its own model, so a
+ * report compares them only within one model): report.json's "gpu_models" and a Markdown
+ * section, with a warning when the run used several models. */
+json_t *pk_eval_gpu_models_json(const pk_eval_run *run);
+void pk_eval_gpu_models_md(const pk_eval_run *run, pk_strbuf *md);
 /* best-so-far by turn, one series per problem plus the mean, as an SVG document. */
 char *pk_eval_svg_turn_scaling(const char *title, const char *const *names, const double *series,
                                int n_series, int n_turns);

@@ -1,0 +1,28 @@
+/* Broker and worker socket options (pk_remote_socket.h). */
+#include "pk_remote_socket.h"
+
+#include <zmq.h>
+
+#include "pk_wire.h"
+
+int pk_remote_socket_setup(void *sock, pk_remote_role role, pk_error *err) {
+    int zero = 0, one = 1, reconnect_ms = 200, reconnect_max_ms = 2000;
+    int64_t maxmsg = PK_WIRE_MAX_FRAME;
+    int rc = zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) ||
+             /* The number of jobs in flight is bounded by the broker, not by the queues. */
+             zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero) ||
+             zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero) ||
+             zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (!rc && role == PK_REMOTE_BROKER)
+        /* A job sent to a worker that has gone fails at once (EHOSTUNREACH) instead of being
+         * dropped silently: the broker then counts the worker as lost. */
+        rc = zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    if (!rc && role == PK_REMOTE_WORKER)
+        rc =
+            zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &reconnect_ms, sizeof reconnect_ms) ||
+            zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &reconnect_max_ms, sizeof reconnect_max_ms);
+    /* Security (issue #19): the CURVE server/client keys and the ZAP domain go here. */
+    if (rc)
+        return pk_error_set(err, PK_ERR_IO, "worker socket options: %s", zmq_strerror(zmq_errno()));
+    return PK_OK;
+}
