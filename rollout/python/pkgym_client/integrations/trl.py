@@ -209,7 +209,9 @@ class PkgymRollout:
                 for g in range(G):
                     prompt_ids.append(self._prompt_ids(tok, b["obs"][g]))
             completion_ids, logprobs = self._generate(trainer, prompt_ids)
-            texts = tok.batch_decode(completion_ids, skip_special_tokens=True)
+            # The protocol refuses NUL in strings; a sampled completion may decode to one.
+            texts = [t.replace("\x00", "\ufffd")
+                     for t in tok.batch_decode(completion_ids, skip_special_tokens=True)]
             episodes = [e for b in active for e in b["episodes"]]
             replies = await ac.step_group(episodes, texts)
             i = 0
@@ -242,6 +244,10 @@ class PkgymRollout:
                                                 else "pkgym_score"]
                     for k, v in vals.items():
                         extra[k][row] = v
+        # Every episode has ended: free them (their trajectories stay in the store).
+        for b in blocks:
+            for e in b["episodes"]:
+                await ac.close_episode(e)
         self.last_rollout = [{k: extra[k][i] for k in extra} for i in range(n)]
         any_logprobs = any(r["logprobs"] is not None for r in rows)
         out = {"prompt_ids": [r["prompt_ids"] for r in rows],

@@ -116,7 +116,9 @@ class PkgymInteraction(BaseInteraction):
         if not answers:
             raise ValueError("no assistant message to evaluate")
         ac = await self._ac()
-        r = await ac.step(st["episode"], _text(answers[-1].get("content")))
+        # The protocol refuses NUL in strings; a sampled response may decode to one.
+        action = _text(answers[-1].get("content")).replace("\x00", "\ufffd")
+        r = await ac.step(st["episode"], action)
         reward = float(r["reward"])
         st["rewards"].append(reward)
         done = bool(r["terminated"] or r["truncated"])
