@@ -34,8 +34,8 @@ int main(int argc, char **argv) {
     json_t *hello = call(c, json_pack("{s:s}", "op", "hello"));
     json_t *reset = call(c, json_pack("{s:s, s:s}", "op", "reset", "problem", "selftest/scale"));
     const char *ep = reset ? json_string_value(json_object_get(reset, "episode")) : NULL;
-    json_t *step = ep ? call(c, json_pack("{s:s, s:s, s:s}", "op", "step", "episode", ep,
-                                          "action", "no code at all"))
+    json_t *step = ep ? call(c, json_pack("{s:s, s:s, s:s}", "op", "step", "episode", ep, "action",
+                                          "no code at all"))
                       : NULL;
     int ok = hello && step;
     if (ok)
