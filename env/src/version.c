@@ -12,7 +12,8 @@
 void pk_print_version(FILE *f) {
     char data[PATH_MAX];
     int installed = pk_install_dir_get(PK_INSTALL_DATA, data, sizeof data);
-    fprintf(f, "pkgym %s (protocol 1)\n", PK_VERSION);
+    fprintf(f, "pkgym %s\n", PK_VERSION);
+    fprintf(f, "protocol:  1\n");
     fprintf(f, "commit:    %s\n", PK_GIT_COMMIT);
     fprintf(f, "build:     %s, %s, sanitizers %s, %s\n", PK_BUILD_TYPE, PK_BUILD_COMPILER,
             PK_BUILD_SANITIZERS, PK_BUILD_SYSTEM);

@@ -41,7 +41,7 @@ hidden() { "${hidden[@]}" "$@"; }
 
 ver=$(hidden "$p/bin/pkgym" --version) || { echo "FAIL: --version"; fail=1; }
 echo "$ver"
-check grep -q "^pkgym [0-9][0-9.]* (protocol 1)" <<<"$ver"
+check grep -Eq "^pkgym [0-9]+\.[0-9]+\.[0-9]+$" <<<"$(head -1 <<<"$ver")"
 check grep -q "^commit: " <<<"$ver"
 check grep -q "^cuda: " <<<"$ver"
 check grep -qx "layout:    installed, $p/share/pkgym" <<<"$ver"
@@ -87,7 +87,7 @@ PY
 # The C client through pkg-config.
 export PKG_CONFIG_PATH="$p/lib/pkgconfig"
 flags=$(pkg-config --cflags --libs pkgym-client) || { echo "FAIL: pkg-config"; fail=1; }
-check test "$(pkg-config --modversion pkgym-client)" = "$(sed -n 's/^pkgym \([0-9.]*\) .*/\1/p' <<<"$ver")"
+check test "$(pkg-config --modversion pkgym-client)" = "$(head -1 <<<"$ver" | cut -d' ' -f2)"
 if cc -std=c11 -Wall -Werror -o "$tmp/client_hello" "$here/client_hello.c" $flags \
       -Wl,-rpath,"$p/lib"; then
     check "$tmp/client_hello" "$ep"
