@@ -40,7 +40,9 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/pkgym_client_version.c CON
      "const char *pkgym_client_version(void) { return \"@PROJECT_VERSION@\"; }\n" @ONLY)
 add_library(pkgym_client SHARED ${PROJECT_BINARY_DIR}/generated/pkgym_client_version.c)
 target_link_libraries(pkgym_client PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,pk_client>")
-target_link_options(pkgym_client PRIVATE -Wl,--no-undefined)
+if(NOT PK_SANITIZE) # sanitizer runtimes come with the executable, not with a shared library
+  target_link_options(pkgym_client PRIVATE -Wl,--no-undefined)
+endif()
 set_target_properties(pkgym_client PROPERTIES VERSION ${PROJECT_VERSION}
                       SOVERSION ${PROJECT_VERSION_MAJOR} LINKER_LANGUAGE C)
 install(TARGETS pkgym_client LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

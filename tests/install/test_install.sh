@@ -88,8 +88,9 @@ PY
 export PKG_CONFIG_PATH="$p/lib/pkgconfig"
 flags=$(pkg-config --cflags --libs pkgym-client) || { echo "FAIL: pkg-config"; fail=1; }
 check test "$(pkg-config --modversion pkgym-client)" = "$(head -1 <<<"$ver" | cut -d' ' -f2)"
-if cc -std=c11 -Wall -Werror -o "$tmp/client_hello" "$here/client_hello.c" $flags \
-      -Wl,-rpath,"$p/lib"; then
+# The build's own compiler (and sanitizer flags: an ASan-built library needs its runtime).
+if ${PK_CC:-cc} ${PK_CC_FLAGS:-} -std=c11 -Wall -Werror -o "$tmp/client_hello" \
+      "$here/client_hello.c" $flags -Wl,-rpath,"$p/lib"; then
     check "$tmp/client_hello" "$ep"
     check sh -c "ldd '$tmp/client_hello' | grep -q '$p/lib/libpkgym_client.so'"
 else
