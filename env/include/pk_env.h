@@ -2,6 +2,8 @@
 #ifndef PK_ENV_H
 #define PK_ENV_H
 
+#include <stdio.h>
+
 #include "pk_common.h"
 
 #ifdef __cplusplus
@@ -13,6 +15,9 @@ extern "C" {
 
 /* `pkgym serve` entry point. */
 int pk_cmd_serve(int argc, char **argv);
+
+/* `pkgym --version`: version, commit, build configuration, and the paths in use. */
+void pk_print_version(FILE *f);
 
 #ifdef __cplusplus
 }

@@ -25,7 +25,7 @@ static void usage(FILE *f) {
             "  --data-dir DIR          trajectory store and caches (default %s)\n"
             "  --reward-config FILE    JSON reward settings over the defaults\n"
             "  --feedback-config FILE  JSON feedback settings over the defaults\n"
-            "  --templates DIR         feedback templates (default: the source tree's)\n"
+            "  --templates DIR         feedback templates (default %s)\n"
             "  --max-action-bytes N    limit of one step's action (default 1048576)\n"
             "  --max-episodes N        open episodes at most (default 4096)\n"
             "  --episode-idle-s S      close episodes idle this long (default 3600)\n"
@@ -51,8 +51,8 @@ static void usage(FILE *f) {
             "  --worker-liveness N     silent heartbeats before a worker is lost (default 5)\n"
             "  --worker-wait-s S       a job waits this long for a worker able to run it\n"
             "                          (default 120), then fails with `internal`\n",
-            PK_DEFAULT_ENDPOINT, PK_DEFAULT_PROBLEMS_DIR, PK_DEFAULT_MODULES_DIR,
-            PK_DEFAULT_DATA_DIR);
+            PK_DEFAULT_ENDPOINT, pk_problems_default_dir(), pk_problems_default_modules_dir(),
+            PK_DEFAULT_DATA_DIR, pk_summarizer_default_templates_dir());
 }
 
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {

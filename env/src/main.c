@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     }
     const char *name = argv[1];
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
-        printf("pkgym %s\n", PK_VERSION);
+        pk_print_version(stdout);
         return 0;
     }
     if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {

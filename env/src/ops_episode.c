@@ -155,9 +155,12 @@ void pk_op_reset(pk_call *c) {
         pk_episode_free(e);
         return;
     }
-    json_t *body = json_pack("{s:s, s:{s:s, s:i}, s:{s:o, s:O}}", "episode", e->id, "observation",
-                             "prompt", e->prompt, "turn", 0, "info", "problem",
-                             pk_problem_detail_json(p), "settings", e->settings);
+    json_t *messages = pk_episode_messages_json(e);
+    json_t *body = messages ? json_pack("{s:s, s:{s:s, s:s, s:i, s:o}, s:{s:o, s:O}}", "episode",
+                                        e->id, "observation", "prompt", e->prompt, "feedback", "",
+                                        "turn", 0, "messages", messages, "info", "problem",
+                                        pk_problem_detail_json(p), "settings", e->settings)
+                            : NULL;
     pk_store_job *job = begin_job(e);
     char *id_raw = NULL;
     size_t id_len = 0;

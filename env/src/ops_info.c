@@ -108,8 +108,14 @@ void pk_op_get_problem(pk_call *c) {
     const pk_problem *p = pk_call_problem(c);
     if (!p)
         return;
-    pk_call_ok(c, json_pack("{s:o, s:s}", "problem", pk_problem_detail_json(p), "prompt",
-                            pk_problem_prompt(p)));
+    json_t *messages = pk_first_messages_json(c->s, p);
+    if (!messages) {
+        pk_call_error(c, PK_E_INTERNAL,
+                      "cannot build the first chat messages (templates or memory)");
+        return;
+    }
+    pk_call_ok(c, json_pack("{s:o, s:s, s:o}", "problem", pk_problem_detail_json(p), "prompt",
+                            pk_problem_prompt(p), "messages", messages));
 }
 
 void pk_op_stats(pk_call *c) {

@@ -234,13 +234,16 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
             pk_episode_finish(e);
         job = turn_job(e);
         char *prompt = pk_episode_next_prompt(e);
-        if (prompt) {
+        json_t *messages = prompt ? pk_episode_messages_json(e) : NULL;
+        if (messages) {
             free(e->prompt);
             e->prompt = prompt;
-            body = json_pack("{s:{s:s, s:s}, s:f, s:b, s:b, s:o}", "observation", "prompt",
-                             e->prompt, "feedback", t->feedback, "reward", t->score, "terminated",
-                             terminated, "truncated", truncated, "info", step_info(e, r));
+            body = json_pack("{s:{s:s, s:s, s:i, s:o}, s:f, s:b, s:b, s:o}", "observation",
+                             "prompt", e->prompt, "feedback", t->feedback, "turn", e->n_turns,
+                             "messages", messages, "reward", t->score, "terminated", terminated,
+                             "truncated", truncated, "info", step_info(e, r));
         } else {
+            free(prompt);
             body = pk_error_body(PK_E_INTERNAL, "out of memory building the next prompt");
         }
     } else {

@@ -22,9 +22,9 @@
 
 void pk_server_opts_default(pk_server_opts *o) {
     memset(o, 0, sizeof *o);
-    o->problems_dir = PK_DEFAULT_PROBLEMS_DIR;
-    o->modules_dir = PK_DEFAULT_MODULES_DIR;
-    o->templates_dir = NULL; /* the summarizer's default: the source tree's templates */
+    o->problems_dir = pk_problems_default_dir();
+    o->modules_dir = pk_problems_default_modules_dir();
+    o->templates_dir = NULL; /* the summarizer's default (installed, or the source tree's) */
     o->data_dir = PK_DEFAULT_DATA_DIR;
     o->max_action_bytes = 1u << 20;
     o->max_episodes = 4096;

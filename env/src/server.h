@@ -157,6 +157,10 @@ const pk_problem *pk_call_problem(pk_call *c);
 pk_episode *pk_call_episode(pk_call *c);
 /* The episode's discounted returns, or null while it runs. */
 json_t *pk_returns_json(const pk_episode *e);
+/* The observation's `messages`: the conversation as chat messages (NULL: out of memory). */
+json_t *pk_episode_messages_json(pk_episode *e);
+/* The messages of a new episode of p under the server's default feedback settings. */
+json_t *pk_first_messages_json(const pk_server *s, const pk_problem *p);
 
 /* JSON helpers. */
 json_t *pk_problem_detail_json(const pk_problem *p);

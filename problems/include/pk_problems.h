@@ -42,6 +42,11 @@ const char *pk_problem_meta_json(const pk_problem *p); /* meta.json, as loaded *
 const char *pk_problem_dir(const pk_problem *p);
 const char *pk_problem_entry(const pk_problem *p); /* entry point name, "solution" */
 
+/* The problems root and module directory used when none is given: those of the installed tree
+ * when this executable is an installed pkgym (pk_install.h), else the source and build trees. */
+const char *pk_problems_default_dir(void);
+const char *pk_problems_default_modules_dir(void);
+
 /* `pkgym check` and `pkgym problems` entry points. */
 int pk_cmd_check(int argc, char **argv);
 int pk_cmd_problems(int argc, char **argv);

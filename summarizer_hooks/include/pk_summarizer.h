@@ -74,6 +74,23 @@ char *pk_summarizer_feedback(pk_summarizer *s, const pk_eval_result *r, const pk
 char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt,
                                 const pk_turn_view *turns, int n_turns);
 
+/* One chat message: role is "system", "user" or "assistant" (static); content is malloc'd. */
+typedef struct pk_chat_message {
+    const char *role;
+    char *content;
+} pk_chat_message;
+
+/* The conversation so far as chat messages, for trainers that apply their own chat template:
+ * system; user (the first prompt: task and format example); then for each turn an assistant
+ * message (its code and summary, reasoning removed) and a user message (its feedback and the
+ * instruction to continue). Within the same budgets as next_prompt, counted over all contents:
+ * the earliest turns are dropped first (the first user message then says how many), and when
+ * only the latest is left and too long its code is cut in the middle. The history hook does not
+ * apply. *out is malloc'd (pk_chat_messages_free). */
+int pk_summarizer_messages(pk_summarizer *s, const char *task_prompt, const pk_turn_view *turns,
+                           int n_turns, pk_chat_message **out, int *n_out, pk_error *err);
+void pk_chat_messages_free(pk_chat_message *m, int n);
+
 /* The last hook failure of this summarizer ("" if none): what failed and that the built-in was
  * used instead. Also counted in pk_summarizer_hook_fallbacks(). */
 const char *pk_summarizer_last_hook_error(const pk_summarizer *s);

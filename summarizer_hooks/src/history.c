@@ -71,7 +71,7 @@ static char *pk_assemble(const pk_summarizer *s, const char *task, char **blocks
 }
 
 /* The code with its middle replaced by a marker, keeping keep bytes. */
-static char *pk_cut_code(const char *code, size_t keep) {
+char *pk_cut_code(const char *code, size_t keep) {
     size_t len = strlen(code);
     if (keep >= len) {
         return strdup(code);

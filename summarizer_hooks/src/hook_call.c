@@ -1,9 +1,11 @@
 /* Calling a plugin or command hook and checking its answer; any failure means the built-in. */
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_install.h"
 #include "summarizer_internal.h"
 
 #define PK_HOOK_MAX_OUTPUT (1u << 20)
@@ -13,9 +15,20 @@ const char *pk_hook_slot_name(pk_hook_slot slot) {
     return slot < PK_HOOK_COUNT ? names[slot] : "?";
 }
 
+static char hook_host_default[4096];
+static pthread_once_t hook_host_once = PTHREAD_ONCE_INIT;
+
+static void hook_host_init(void) {
+    pk_install_path(PK_INSTALL_LIBEXEC, "pk_summarizer_hook_host", PK_SUMMARIZER_HOOK_HOST,
+                    hook_host_default, sizeof hook_host_default);
+}
+
 const char *pk_hook_host_path(void) {
     const char *env = getenv("PKGYM_SUMMARIZER_HOOK_HOST");
-    return env && env[0] ? env : PK_SUMMARIZER_HOOK_HOST;
+    if (env && env[0])
+        return env;
+    pthread_once(&hook_host_once, hook_host_init);
+    return hook_host_default;
 }
 
 void pk_hook_record_failure(pk_summarizer *s, pk_hook_slot slot, const char *what) {

@@ -1,11 +1,22 @@
 /* The public API: per-episode summarizer, prompts and feedback, each through its hook. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_install.h"
 #include "summarizer_internal.h"
 
+static char templates_dir_default[4096];
+static pthread_once_t templates_dir_once = PTHREAD_ONCE_INIT;
+
+static void templates_dir_init(void) {
+    pk_install_path(PK_INSTALL_DATA, "templates", PK_SUMMARIZER_TEMPLATES_DIR,
+                    templates_dir_default, sizeof templates_dir_default);
+}
+
 const char *pk_summarizer_default_templates_dir(void) {
-    return PK_SUMMARIZER_TEMPLATES_DIR;
+    pthread_once(&templates_dir_once, templates_dir_init);
+    return templates_dir_default;
 }
 
 int pk_summarizer_create(const char *options_json, const char *templates_dir, pk_summarizer **out,
@@ -20,8 +31,8 @@ int pk_summarizer_create(const char *options_json, const char *templates_dir, pk
     }
     int rc = pk_summarizer_options_parse(options_json, &s->opt, err);
     if (rc == PK_OK) {
-        rc = pk_templates_load(&s->tpl, templates_dir ? templates_dir : PK_SUMMARIZER_TEMPLATES_DIR,
-                               err);
+        rc = pk_templates_load(
+            &s->tpl, templates_dir ? templates_dir : pk_summarizer_default_templates_dir(), err);
         if (rc != PK_OK) {
             pk_summarizer_options_free(&s->opt);
         }

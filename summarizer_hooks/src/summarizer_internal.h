@@ -28,6 +28,9 @@ typedef enum pk_tpl_id {
     PK_TPL_FRAG_OTHER_RANKS,
     PK_TPL_FRAG_INPUTS_MODIFIED,
     PK_TPL_FRAG_ROOFLINE,
+    PK_TPL_CHAT_SYSTEM,
+    PK_TPL_CHAT_ASSISTANT,
+    PK_TPL_CHAT_FEEDBACK,
     PK_TPL_COUNT
 } pk_tpl_id;
 
@@ -106,6 +109,8 @@ char *pk_builtin_feedback(const pk_summarizer *s, const pk_eval_result *r);
 char *pk_builtin_next_prompt(const pk_summarizer *s, const char *task, const pk_turn_view *turns,
                              int n);
 int pk_summarizer_fits(const pk_summarizer *s, const char *text); /* within both budgets */
+/* The code with its middle replaced by a marker, keeping keep bytes (history.c). */
+char *pk_cut_code(const char *code, size_t keep);
 /* Path of the plugin host executable ($PKGYM_SUMMARIZER_HOOK_HOST overrides the built-in). */
 const char *pk_hook_host_path(void);
 

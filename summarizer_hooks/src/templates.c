@@ -32,6 +32,9 @@ static const pk_tpl_spec pk_tpl_specs[PK_TPL_COUNT] = {
     [PK_TPL_FRAG_OTHER_RANKS] = {"fragment_other_ranks.txt", "ranks"},
     [PK_TPL_FRAG_INPUTS_MODIFIED] = {"fragment_inputs_modified.txt", ""},
     [PK_TPL_FRAG_ROOFLINE] = {"fragment_roofline.txt", "percent no_overlap_us floor_us"},
+    [PK_TPL_CHAT_SYSTEM] = {"chat_system.txt", ""},
+    [PK_TPL_CHAT_ASSISTANT] = {"chat_assistant.txt", "code summary"},
+    [PK_TPL_CHAT_FEEDBACK] = {"chat_feedback.txt", "turn feedback continue"},
 };
 
 static int pk_tpl_var_allowed(const char *vars, const char *name, size_t len) {

@@ -5,7 +5,14 @@ fail=0
 check() { if ! "$@"; then echo "FAIL: $*"; fail=1; fi; }
 
 ver=$("$PKGYM" --version) || { echo "FAIL: --version exited non-zero"; exit 1; }
-check grep -Eq '^pkgym [0-9]+\.[0-9]+\.[0-9]+$' <<<"$ver"
+check grep -Eq '^pkgym [0-9]+\.[0-9]+\.[0-9]+$' <<<"$(head -1 <<<"$ver")"
+# Then the build information: protocol, commit, build configuration, CUDA/NCCL, paths in use.
+check grep -q '^protocol:  1$' <<<"$ver"
+check grep -Eq '^commit:    ([0-9a-f]{12}(-dirty)?|unknown .*)$' <<<"$ver"
+check grep -Eq '^build:     [A-Za-z]+, [A-Za-z]+ [0-9.]+, sanitizers (none|address,undefined), ' <<<"$ver"
+check grep -Eq '^cuda:      [0-9.]+ \(architectures .+\), nccl [0-9]+\.[0-9]+\.[0-9]+$' <<<"$ver"
+check grep -q "^layout:    build tree" <<<"$ver"
+check grep -qx "problems:  $PK_SOURCE_DIR/problems" <<<"$ver"
 
 help=$("$PKGYM" help)
 for cmd in serve check sandbox eval reward export problems; do

@@ -16,7 +16,9 @@ command is gone fails too. Checks:
 - syntax: a script: it exists, is executable, and `bash -n` accepts it (the scripts install
           packages or build everything; CI runs them itself through .ci/run);
 - ctest:  a ctest selection: run with -N, it must select at least one test;
-- covered: a command a named ctest already runs (the test must exist).
+- covered: a command a named ctest already runs (the test must exist);
+- untested: a command no machine of ours can run (docker: no engine); the table says why, and
+          the summary counts it, so it is never mistaken for a tested one.
 Every pkgym command, and every inline `pkgym SUB ...` span of the same docs, is also checked
 against `pkgym SUB --help`: each --option must exist. Synopsis blocks (``` blocks that start
 with "pkgym SUB") must list exactly the options of the "usage:" lines of its --help."""
@@ -283,6 +285,8 @@ def main():
                                    capture_output=True, text=True)
                 n = re.search(r"Total Tests: (\d+)", p.stdout)
                 check(n and int(n.group(1)) > 0, f"`{cmd}` selects no test:\n{p.stdout}")
+            elif kind == "untested":
+                check(entry.get("why"), f"{cmd}: an untested command says why")
             elif kind == "covered":
                 check(re.search(rf"Test\s+#\d+: {re.escape(entry['by'])}\n", ctests),
                       f"{cmd}: covered by ctest '{entry['by']}', which does not exist")

@@ -14,6 +14,7 @@ import time
 
 CLI = os.environ["SB_CLI"]
 HOSTILE = os.path.realpath(os.environ["SB_HOSTILE_DIR"])
+CORPUS_DIRS = [HOSTILE]  # and the copy the unprivileged cases run from
 BUILD = os.environ.get("PK_BUILD_DIR", os.getcwd())
 NVCC = "/usr/local/cuda/bin/nvcc"
 
@@ -59,7 +60,7 @@ def survivors():
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
-        if exe.startswith(HOSTILE + "/"):
+        if any(exe.startswith(d + "/") for d in CORPUS_DIRS):
             found.append(f"{pid}:{exe}")
     return found
 
@@ -102,7 +103,8 @@ def main():
     try:
         return run_corpus(top)
     finally:
-        shutil.rmtree(top, ignore_errors=True)
+        for d in [top] + CORPUS_DIRS[1:]:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def run_corpus(top):
@@ -255,9 +257,18 @@ def run_corpus(top):
     nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"] if setpriv else []
     if os.geteuid() == 0 and setpriv and subprocess.run(
             nobody + ["unshare", "--user", "--map-root-user", "true"]).returncode == 0:
+        # The checkout may sit where nobody cannot reach (a 0700 home directory): run from a
+        # world-readable copy, as a user would install the CLI, not from the build tree.
+        public = tempfile.mkdtemp(prefix="pk-hostile-public-")
+        os.chmod(public, 0o755)
+        CORPUS_DIRS.append(public)
+        cli = os.path.join(public, "pk_sandbox_cli")
+        shutil.copy2(CLI, cli)
+        for name in ("view", "segv", "sleeper"):
+            shutil.copy2(os.path.join(HOSTILE, name), os.path.join(public, name))
         for name, args, status in (("view", [], "ok"), ("segv", [], "signal"),
                                    ("sleeper", ["--wall-ms", "300"], "timeout")):
-            p = subprocess.run(nobody + [CLI, "--ro", HOSTILE] + args + ["--", os.path.join(HOSTILE, name)],
+            p = subprocess.run(nobody + [cli, "--ro", public] + args + ["--", os.path.join(public, name)],
                                capture_output=True, timeout=60)
             v = json.loads(p.stdout) if p.returncode == 0 else {"status": f"CLI rc {p.returncode}",
                                                                   "exit_code": 0, "signal": 0,

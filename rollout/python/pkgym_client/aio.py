@@ -6,6 +6,7 @@ import zmq
 import zmq.asyncio
 
 from .client import DEFAULT_ENDPOINT, check, decode, encode
+from .group import reset_group, step_group
 
 
 class AsyncClient:
@@ -61,6 +62,36 @@ class AsyncClient:
         if summary is not None:
             fields["summary"] = summary
         return await self.call("step", **fields)
+
+    async def hello(self):
+        return await self.call("hello")
+
+    async def list_problems(self, tags=None):
+        return (await self.call("list_problems", **({"tags": tags} if tags else {})))["problems"]
+
+    async def get_problem(self, problem):
+        return await self.call("get_problem", problem=problem)
+
+    async def close_episode(self, episode):
+        return await self.call("close", episode=episode)
+
+    async def trajectory(self, episode):
+        return await self.call("trajectory", episode=episode)
+
+    async def stats(self):
+        return await self.call("stats")
+
+    async def reset_group(self, problem, n, group=None, seed=None, **fields):
+        """Opens a GRPO group: n episodes of one problem with one group label and one seed
+        (a random one when None: every member sees the same inputs). The n resets are pipelined
+        over this socket (one round trip); all or nothing: when any fails, the others are closed
+        and the error is raised. Returns the n reset replies."""
+        return await reset_group(self, problem, n, group, seed, **fields)
+
+    async def step_group(self, episodes, actions, summaries=None):
+        """Steps several episodes at once (pipelined); returns their replies in order. A failed
+        step raises after every other step has been answered (no step is left in flight)."""
+        return await step_group(self, episodes, actions, summaries)
 
     async def close(self):
         if self._reader is not None:

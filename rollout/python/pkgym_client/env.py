@@ -6,7 +6,9 @@ class Env:
     """reset(seed=None, options=None) -> (obs, info);
     step(action) -> (obs, reward, terminated, truncated, info).
 
-    obs is a dict: {"prompt": str, "turn": 0} after reset, {"prompt", "feedback"} after step.
+    obs is the server's observation, with the same keys after reset and step: prompt,
+    feedback ("" after reset), turn, messages (docs/protocol.md). pkgym_client.gym.PkgymEnv is
+    the gymnasium.Env with spaces.
     """
 
     def __init__(self, problem, endpoint=None, max_turns=4, group=None, client=None):
