@@ -6,7 +6,8 @@
 """
 from .aio import AsyncClient
 from .client import Client, ServerError
+from .curve import AuthenticationError
 from .env import Env
 
-__all__ = ["AsyncClient", "Client", "Env", "ServerError"]
+__all__ = ["AsyncClient", "AuthenticationError", "Client", "Env", "ServerError"]
 PROTOCOL = 1
