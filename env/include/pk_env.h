@@ -13,6 +13,8 @@ extern "C" {
 
 /* `pkgym serve` entry point. */
 int pk_cmd_serve(int argc, char **argv);
+/* `pkgym keygen`: a CURVE key pair (BASE.key, BASE.pub). */
+int pk_cmd_keygen(int argc, char **argv);
 
 #ifdef __cplusplus
 }

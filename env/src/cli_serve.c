@@ -34,7 +34,18 @@ static void usage(FILE *f) {
             "  --queue-limit N         evaluations queued at most (default 1024)\n"
             "  --gpus LIST             GPU indices, e.g. 0,1, or 'none' (default: all)\n"
             "  --shutdown-grace-ms N   time given to in-flight work on SIGINT/SIGTERM "
-            "(default 10000)\n",
+            "(default 10000)\n"
+            "  --max-client-episodes N open episodes per client (default 1024)\n"
+            "  --max-client-steps N    steps in flight per client (default 256)\n"
+            "\nHooks (docs/feedback.md; clients choose them by name in reset's options):\n"
+            "  --hook NAME=plugin:/abs/x.so | NAME=cmd:/abs/prog   register a hook; "
+            "repeatable\n"
+            "\nSecurity (docs/security.md):\n"
+            "  --curve-secret-key FILE the server's key pair (pkgym keygen): CURVE on every "
+            "tcp:// endpoint\n"
+            "  --curve-allow DIR       public keys of the clients allowed in (read again when "
+            "it changes)\n"
+            "  --insecure              allow a non-loopback tcp:// endpoint without CURVE\n",
             PK_DEFAULT_ENDPOINT, PK_DEFAULT_PROBLEMS_DIR, PK_DEFAULT_MODULES_DIR,
             PK_DEFAULT_DATA_DIR);
 }
@@ -76,6 +87,10 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return 1;
+        if (strcmp(a, "--insecure") == 0) {
+            o->insecure = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "pkgym serve: unknown option or missing value: %s\n", a);
             return -1;
@@ -117,7 +132,21 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
             rc = parse_gpus(v, o);
         else if (strcmp(a, "--shutdown-grace-ms") == 0)
             rc = parse_long(a, v, 0, 3600000, &n), o->shutdown_grace_ms = (int)n;
-        else {
+        else if (strcmp(a, "--max-client-episodes") == 0)
+            rc = parse_long(a, v, 1, 1000000, &n), o->max_client_episodes = (int)n;
+        else if (strcmp(a, "--max-client-steps") == 0)
+            rc = parse_long(a, v, 1, 1000000, &n), o->max_client_steps = (int)n;
+        else if (strcmp(a, "--curve-secret-key") == 0)
+            o->curve_secret_key = v;
+        else if (strcmp(a, "--curve-allow") == 0)
+            o->curve_allow = v;
+        else if (strcmp(a, "--hook") == 0) {
+            if (o->n_hook_args >= PK_MAX_HOOK_ARGS) {
+                fprintf(stderr, "pkgym serve: at most %d --hook\n", PK_MAX_HOOK_ARGS);
+                return -1;
+            }
+            o->hook_args[o->n_hook_args++] = v;
+        } else {
             fprintf(stderr, "pkgym serve: unknown option %s (see --help)\n", a);
             return -1;
         }

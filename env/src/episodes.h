@@ -9,6 +9,7 @@
 #include "pk_harness.h"
 #include "pk_problems.h"
 #include "pk_reward.h"
+#include "client_limits.h"
 #include "pk_summarizer.h"
 #include "transport.h"
 
@@ -31,7 +32,8 @@ typedef struct pk_pending_step {
     char *id_raw;
     size_t id_len;
     struct pk_episode *ep;
-    pk_turn_record turn; /* action, summary, code, started_at filled at submit */
+    pk_client_entry *client; /* charged for this step while it is in flight */
+    pk_turn_record turn;     /* action, summary, code, started_at filled at submit */
 } pk_pending_step;
 
 typedef struct pk_episode {
@@ -56,6 +58,7 @@ typedef struct pk_episode {
                           both are over (pk_server_release_if_closed) */
     int store_pending; /* store jobs of its turns submitted and not yet committed */
     double last_active_ms;
+    pk_client_entry *owner;  /* the client that opened it, charged until it is freed */
     struct pk_episode *next; /* hash chain */
 } pk_episode;
 

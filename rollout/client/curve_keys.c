@@ -126,10 +126,6 @@ int pk_curve_key_load(const char *path, int need_secret, pk_curve_keypair *kp, p
     struct stat st;
     if (stat(path, &st) != 0)
         return pk_error_errno(err, PK_ERR_NOT_FOUND, "key file %s", path);
-    if (need_secret && (st.st_mode & 077))
-        return pk_error_set(err, PK_ERR_INVALID,
-                            "secret key file %s is readable by others (mode %03o): chmod 600 it",
-                            path, (unsigned)(st.st_mode & 0777));
     if (st.st_size > 64 * 1024)
         return pk_error_set(err, PK_ERR_INVALID, "key file %s: too large for a key", path);
     char *text = NULL;
@@ -147,6 +143,10 @@ int pk_curve_key_load(const char *path, int need_secret, pk_curve_keypair *kp, p
         return pk_error_set(err, PK_ERR_INVALID,
                             "key file %s has no secret-key line: give the .key file, not the .pub",
                             path);
+    if (need_secret && (st.st_mode & 077))
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "secret key file %s is readable by others (mode %03o): chmod 600 it",
+                            path, (unsigned)(st.st_mode & 0777));
     if (kp->secret_key[0]) {
         char derived[PK_CURVE_KEY_LEN + 1];
         if (zmq_curve_public(derived, kp->secret_key) != 0 || strcmp(derived, kp->public_key))
