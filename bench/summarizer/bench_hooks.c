@@ -126,8 +126,7 @@ int main(int argc, char **argv) {
                           "\"status\":\"compile_error\",\"reason\":\"nvcc failed\","
                           "\"compile_log\":\"candidate.cu(14): error\"}}";
     char *host = getenv("PKGYM_SUMMARIZER_HOOK_HOST");
-    char *plugin_argv[] = {host ? host : PK_SUMMARIZER_HOOK_HOST, (char *)plugin, "feedback",
-                           NULL};
+    char *plugin_argv[] = {host ? host : PK_SUMMARIZER_HOOK_HOST, (char *)plugin, "feedback", NULL};
     char *cmd_argv[] = {(char *)cmd, "feedback", NULL};
 
     if (time_summarizer("{}", reg, runs, ms))

@@ -75,6 +75,10 @@ static inline void pk_deadline_store(double *p, double v) {
 
 /* Files. */
 int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err);
+/* Reads a file that untrusted code could have written or replaced (a job's work dir): never
+ * through a symlink, only a regular file (no FIFO to block on), at most max_bytes (0: any). */
+int pk_read_file_untrusted(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                           pk_error *err);
 int pk_write_file(const char *path, const void *data, size_t len, pk_error *err);
 int pk_mkdir_p(const char *path, pk_error *err);
 /* Created 0600 (an existing file is made 0600); a symlink at path is refused (O_NOFOLLOW). */

@@ -41,6 +41,46 @@ int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err) {
     return PK_OK;
 }
 
+int pk_read_file_untrusted(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                           pk_error *err) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return pk_error_errno(err, errno == ENOENT ? PK_ERR_NOT_FOUND : PK_ERR_IO, "open %s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return pk_error_set(err, PK_ERR_INVALID, "%s is not a regular file", path);
+    }
+    pk_strbuf sb = {0};
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int rc = pk_error_errno(err, PK_ERR_IO, "read %s", path);
+            close(fd);
+            pk_strbuf_free(&sb);
+            return rc;
+        }
+        if (n == 0)
+            break;
+        if ((max_bytes && sb.len + (size_t)n > max_bytes) ||
+            pk_strbuf_append(&sb, buf, (size_t)n)) {
+            close(fd);
+            pk_strbuf_free(&sb);
+            return pk_error_set(err, max_bytes ? PK_ERR_INVALID : PK_ERR_NOMEM,
+                                "%s: larger than %zu bytes, or out of memory", path, max_bytes);
+        }
+    }
+    close(fd);
+    if (out_len)
+        *out_len = sb.len;
+    *out = pk_strbuf_take(&sb);
+    return PK_OK;
+}
+
 static int write_file_mode(const char *path, const void *data, size_t len, mode_t mode,
                            pk_error *err) {
     int priv = mode == 0600;

@@ -73,7 +73,7 @@ int pk_compile_cache_store(pk_compile_cache *c, const char *key, const char *obj
         return pk_error_set(err, PK_ERR_INVALID, "compile key is not a SHA-256 hex digest");
     char *data = NULL;
     size_t len = 0;
-    int rc = pk_read_file(object_path, &data, &len, err);
+    int rc = pk_read_file_untrusted(object_path, 0, &data, &len, err); /* a job's file */
     if (rc)
         return rc;
     char *path = entry_path(c, key);

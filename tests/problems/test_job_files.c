@@ -1,7 +1,8 @@
 /* A job's files are for the server's user only: the job directory (and the jobs root) 0700,
  * every file in it (source, compiled object, markers, what the sandboxed compile and run
  * wrote) without group or other permissions. They hold model-written code that the harness
- * loads: another local user must not read or swap it. */
+ * loads: another local user must not read or swap it. And what the candidate leaves in its
+ * work dir is read back without following links or blocking on FIFOs. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <setjmp.h>
@@ -146,10 +147,73 @@ static void test_foreign_jobs_root_refused(void **state) {
     pk_problem_set_free(set);
 }
 
+/* A candidate replaces its ranks' progress markers with a symlink to a host file, or a FIFO, and
+ * hangs: the harness reads the markers on the timeout path, and must neither show the host
+ * file's contents in the verdict nor block. Raw system calls pass the symbol checks. */
+static const char *hostile_markers =
+    "#include \"pk_ctx.h\"\n"
+    "static long raw3(long n, long a, long b, long c) {\n"
+    "    long r;\n"
+    "    __asm__ volatile(\"syscall\" : \"=a\"(r) : \"a\"(n), \"D\"(a), \"S\"(b), \"d\"(c)\n"
+    "                     : \"rcx\", \"r11\", \"memory\");\n"
+    "    return r;\n"
+    "}\n"
+    "extern \"C\" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {\n"
+    "    static const char target[] = \"%s\";\n"
+    "    static char marker[] = \"rank0.progress\";\n"
+    "    marker[4] = (char)('0' + ctx->rank);\n"
+    "    raw3(87 /* unlink */, (long)marker, 0, 0);\n"
+    "    if (%d)\n"
+    "        raw3(133 /* mknod */, (long)marker, 0010600 /* S_IFIFO|0600 */, 0);\n"
+    "    else\n"
+    "        raw3(88 /* symlink */, (long)target, (long)marker, 0);\n"
+    "    for (volatile long i = 0;; i++) {\n"
+    "    }\n"
+    "    return 0;\n"
+    "}\n";
+
+static void test_markers_never_followed(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &set, &err), PK_OK);
+    const pk_problem *scale = pk_problem_set_find(set, "selftest/scale");
+    char base[] = "/tmp/pk-test-job-markers-XXXXXX", secret[300], root[300], source[4096];
+    assert_non_null(mkdtemp(base));
+    snprintf(secret, sizeof secret, "%s/secret", base);
+    snprintf(root, sizeof root, "%s/jobs", base);
+    assert_int_equal(pk_write_file_private(secret, "TOPSECRET-host-file 2", 21, &err), PK_OK);
+    for (int fifo = 0; fifo <= 1; fifo++) {
+        snprintf(source, sizeof source, hostile_markers, secret, fifo);
+        pk_eval_opts o;
+        pk_eval_opts_default(&o);
+        o.work_root = root;
+        o.skip_timing = 1;
+        o.trials = 1;
+        o.run_timeout_ms = 3000;
+        pk_eval_result res;
+        pk_eval_result_init(&res);
+        double t0 = pk_now_ms();
+        assert_int_equal(pk_harness_evaluate(scale, source, &o, &res, &err), PK_OK);
+        printf("%s: %s: %s (%.0f ms)\n", fifo ? "fifo" : "symlink", pk_status_name(res.status),
+               res.reason, pk_now_ms() - t0);
+        assert_int_equal(res.status, PK_STATUS_TIMEOUT);
+        if (strstr(res.reason, "TOPSECRET"))
+            fail_msg("the verdict shows the host file: %s", res.reason);
+        assert_true(pk_now_ms() - t0 < 60000);
+        pk_eval_result_free(&res);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    pk_problem_set_free(set);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_files_private),
         cmocka_unit_test(test_foreign_jobs_root_refused),
+        cmocka_unit_test(test_markers_never_followed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
