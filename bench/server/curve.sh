@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What CURVE costs: the same closed-loop requests against two servers started side by side, one
 # on plain loopback TCP and one on loopback TCP with CURVE (keys from `pkgym keygen`), taken in
-# alternation so both see the same machine load. Reports each pair and CURVE/plain throughput.
+# alternation (plain, CURVE, plain, CURVE) so both see the same machine load. Reports every run
+# and CURVE/plain of the summed throughputs.
 #   bench/server/curve.sh BUILD_DIR [SECONDS] [RESULTS_FILE]
 set -euo pipefail
 build=${1:?usage: curve.sh BUILD_DIR [SECONDS] [RESULTS_FILE]}
@@ -49,15 +50,20 @@ results=$tmp/results.txt
 table=$tmp/table.txt
 tput() { sed -n 's/.*throughput=\([0-9]*\).*/\1/p'; }
 p50() { sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p'; }
-pair() { # ARGS...: plain then CURVE, same arguments
+pair() { # ARGS...: plain, CURVE, plain, CURVE with the same arguments
     echo "\$ bench_server $*" >>"$results"
-    local a b
+    local a b a2 b2
     a=$("$bench" --endpoint "$plain" "$@")
     b=$(env "${keys[@]}" "$bench" --endpoint "$curve" "$@")
-    printf 'plain: %s\ncurve: %s\n' "$a" "$b" | tee -a "$results"
+    a2=$("$bench" --endpoint "$plain" "$@")
+    b2=$(env "${keys[@]}" "$bench" --endpoint "$curve" "$@")
+    printf 'plain: %s\ncurve: %s\nplain: %s\ncurve: %s\n' "$a" "$b" "$a2" "$b2" | tee -a "$results"
     awk -v args="$*" -v ta="$(echo "$a" | tput)" -v tb="$(echo "$b" | tput)" \
+        -v ta2="$(echo "$a2" | tput)" -v tb2="$(echo "$b2" | tput)" \
         -v pa="$(echo "$a" | p50)" -v pb="$(echo "$b" | p50)" \
-        'BEGIN { printf "| `%s` | %d/s | %d/s | %.2f | %s / %s ms |\n", args, ta, tb, (ta > 0 ? tb / ta : 0), pa, pb }' \
+        -v pa2="$(echo "$a2" | p50)" -v pb2="$(echo "$b2" | p50)" \
+        'BEGIN { sa = ta + ta2; sb = tb + tb2;
+                 printf "| `%s` | %d, %d /s | %d, %d /s | %.2f | %s, %s / %s, %s ms |\n", args, ta, ta2, tb, tb2, (sa > 0 ? sb / sa : 0), pa, pa2, pb, pb2 }' \
         >>"$table"
 }
 pair --op hello --clients 1 --seconds "$secs"
@@ -78,10 +84,11 @@ if [ -n "$out" ]; then
         echo "- libzmq $(pkg-config --modversion libzmq 2>/dev/null || echo '?'), libsodium $(pkg-config --modversion libsodium 2>/dev/null || echo '?')"
         echo "- two servers side by side on loopback TCP, one with CURVE (--curve-secret-key, --curve-allow);"
         echo "  each line runs the same closed loop (one request in flight per client, C client"
-        echo "  bench/server/bench_server.c) against plain, then CURVE. --pad adds a 64 KiB field"
-        echo "  to each request (the reply stays small)."
+        echo "  bench/server/bench_server.c) against plain, CURVE, plain, CURVE; CURVE/plain is the"
+        echo "  ratio of the summed throughputs. --pad adds a 64 KiB field to each request (the reply"
+        echo "  stays small). reset includes one fsync'd SQLite commit (disk-bound)."
         echo
-        echo "| requests | plain | CURVE | CURVE/plain | p50 plain / CURVE |"
+        echo "| requests | plain (2 runs) | CURVE (2 runs) | CURVE/plain | p50 plain / CURVE |"
         echo "|---|---|---|---|---|"
         cat "$table"
         echo
