@@ -230,7 +230,8 @@ int main(int argc, char **argv) {
     double *all = malloc((n ? n : 1) * sizeof *all);
     size_t k = 0;
     for (int i = 0; i < o.clients; i++) {
-        memcpy(all + k, ws[i].lat_ms, ws[i].n * sizeof *all);
+        if (ws[i].n) /* a client that never got a reply has no array */
+            memcpy(all + k, ws[i].lat_ms, ws[i].n * sizeof *all);
         k += ws[i].n;
     }
     qsort(all, n, sizeof *all, cmp_double);

@@ -434,8 +434,11 @@ static int init_hooks(pk_server *s, pk_error *err) {
         int rc = text ? pk_hook_registry_add_json(s->hooks, text, err)
                       : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
         free(text);
-        if (rc)
-            return pk_error_set(err, rc, "%s: %s", s->opts.feedback_config_path, err->message);
+        if (rc) {
+            char inner[sizeof err->message];
+            snprintf(inner, sizeof inner, "%s", err->message);
+            return pk_error_set(err, rc, "%s: %s", s->opts.feedback_config_path, inner);
+        }
         json_object_del(s->feedback_default, "hook_registry");
     }
     for (size_t i = 0; i < pk_hook_registry_count(s->hooks); i++) {

@@ -2,6 +2,7 @@
 registers the terse and verbose example plugins (--hook NAME=plugin:...); two episodes of one
 server, one with each, get their own feedback for the same response, and a third with no option
 gets the built-in text. The plugins run in the sandbox."""
+import json
 import os
 import sys
 
@@ -45,6 +46,23 @@ def main():
     finally:
         server.stop()
         server.cleanup()
+    # The same registration from the feedback config, with a server-wide default hook.
+    config = os.path.join(server.tmp + "-fb.json")
+    with open(config, "w") as f:
+        json.dump({"hook_registry": {"terse": f"plugin:{TERSE}"}, "hooks": {"feedback": "terse"}},
+                  f)
+    server = Server("--feedback-config", config)
+    try:
+        c = server.client()
+        default, settings = feedback_of(c, None)
+        assert default == terse, (default, terse)
+        assert "hook_registry" in settings["feedback"], settings
+        builtin_again, _ = feedback_of(c, "builtin")
+        assert builtin_again == builtin
+    finally:
+        server.stop()
+        server.cleanup()
+        os.unlink(config)
     print("per-episode feedback plugins: ok")
     return 0
 
