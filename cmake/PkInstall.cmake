@@ -47,6 +47,7 @@ set_target_properties(pkgym_client PROPERTIES VERSION ${PROJECT_VERSION}
                       SOVERSION ${PROJECT_VERSION_MAJOR} LINKER_LANGUAGE C)
 install(TARGETS pkgym_client LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/rollout/include/pk_client.h
+              ${PROJECT_SOURCE_DIR}/rollout/include/pk_curve.h
               ${PROJECT_SOURCE_DIR}/common/include/pk_common.h
               ${PROJECT_SOURCE_DIR}/common/include/pk_status.h
         DESTINATION ${PK_INSTALL_INCLUDEDIR})

@@ -2,8 +2,12 @@
  * threads, each with its own DEALER socket, one request in flight per client. Optionally keeps
  * steps in flight meanwhile (--load-steps), to show that evaluation does not slow the socket.
  *
- *   bench_server --endpoint E --op hello|reset --clients N --seconds S [--problem P]
- *                [--load-steps K --action-file F]
+ *   bench_server --endpoint E --op hello|reset|OP --clients N --seconds S [--problem P]
+ *                [--load-steps K --action-file F] [--pad BYTES]
+ *
+ * --pad adds a field of that many bytes to each timed request (ignored by the server), to
+ * measure what larger frames cost (e.g. CURVE's encryption). CURVE keys come from
+ * PKGYM_CURVE_SERVER_KEY / PKGYM_CURVE_CLIENT_KEY (pk_client_connect).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +21,7 @@ typedef struct bench_opts {
     const char *endpoint, *op, *problem, *action_file;
     int clients, load_steps;
     double seconds;
+    int pad;
 } bench_opts;
 
 typedef struct worker {
@@ -51,10 +56,15 @@ static void *run_worker(void *arg) {
         return NULL;
     }
     int reset = strcmp(w->o->op, "reset") == 0;
+    char *pad = calloc((size_t)w->o->pad + 1, 1);
+    if (pad)
+        memset(pad, 'p', (size_t)w->o->pad);
     double end = pk_now_ms() + w->o->seconds * 1000.0;
-    while (pk_now_ms() < end) {
+    while (pad && pk_now_ms() < end) {
         json_t *req = reset ? json_pack("{s:s, s:s}", "op", "reset", "problem", w->o->problem)
                             : json_pack("{s:s}", "op", w->o->op);
+        if (w->o->pad)
+            json_object_set_new(req, "pad", json_string(pad));
         json_t *rep = NULL;
         double t0 = pk_now_ms();
         int rc = pk_client_call(c, req, 10000, &rep, &err);
@@ -82,6 +92,7 @@ static void *run_worker(void *arg) {
         }
         json_decref(rep);
     }
+    free(pad);
     pk_client_close(c);
     return NULL;
 }
@@ -138,7 +149,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static int parse(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){"tcp://127.0.0.1:5555", "hello", NULL, NULL, 1, 0, 5.0};
+    *o = (bench_opts){"tcp://127.0.0.1:5555", "hello", NULL, NULL, 1, 0, 5.0, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--endpoint"))
@@ -155,10 +166,13 @@ static int parse(int argc, char **argv, bench_opts *o) {
             o->load_steps = atoi(v);
         else if (!strcmp(a, "--seconds"))
             o->seconds = atof(v);
+        else if (!strcmp(a, "--pad"))
+            o->pad = atoi(v);
         else
             return -1;
     }
-    if (argc % 2 == 0 || o->clients < 1 || o->clients > 1024 || o->seconds <= 0)
+    if (argc % 2 == 0 || o->clients < 1 || o->clients > 1024 || o->seconds <= 0 || o->pad < 0 ||
+        o->pad > (1 << 20))
         return -1;
     if ((!strcmp(o->op, "reset") || o->load_steps > 0) && !o->problem)
         return -1;
@@ -168,8 +182,9 @@ static int parse(int argc, char **argv, bench_opts *o) {
 int main(int argc, char **argv) {
     bench_opts o;
     if (parse(argc, argv, &o)) {
-        fprintf(stderr, "usage: bench_server --endpoint E --op hello|reset --clients N "
-                        "--seconds S [--problem P] [--load-steps K --action-file F]\n");
+        fprintf(stderr, "usage: bench_server --endpoint E --op hello|reset|OP --clients N "
+                        "--seconds S [--problem P] [--load-steps K --action-file F] "
+                        "[--pad BYTES]\n");
         return 2;
     }
     worker *loads = calloc((size_t)o.load_steps + 1, sizeof *loads);
@@ -215,15 +230,16 @@ int main(int argc, char **argv) {
     double *all = malloc((n ? n : 1) * sizeof *all);
     size_t k = 0;
     for (int i = 0; i < o.clients; i++) {
-        memcpy(all + k, ws[i].lat_ms, ws[i].n * sizeof *all);
+        if (ws[i].n) /* a client that never got a reply has no array */
+            memcpy(all + k, ws[i].lat_ms, ws[i].n * sizeof *all);
         k += ws[i].n;
     }
     qsort(all, n, sizeof *all, cmp_double);
     double p50 = n ? all[n / 2] : 0, p99 = n ? all[(size_t)((double)n * 0.99)] : 0;
-    printf("op=%s clients=%d load_steps=%d seconds=%.1f requests=%zu errors=%d "
+    printf("op=%s clients=%d pad=%d load_steps=%d seconds=%.1f requests=%zu errors=%d "
            "throughput=%.0f/s p50_ms=%.3f p99_ms=%.3f max_ms=%.3f steps_done=%zu "
            "steps_in_flight_at_end=%lld\n",
-           o.op, o.clients, o.load_steps, wall_s, n, errors, (double)n / wall_s, p50, p99,
+           o.op, o.clients, o.pad, o.load_steps, wall_s, n, errors, (double)n / wall_s, p50, p99,
            n ? all[n - 1] : 0, steps, in_flight);
     for (int i = 0; i < o.clients; i++)
         if (ws[i].errors)

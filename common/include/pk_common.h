@@ -75,8 +75,18 @@ static inline void pk_deadline_store(double *p, double v) {
 
 /* Files. */
 int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err);
+/* Reads a file that untrusted code could have written or replaced (a job's work dir): never
+ * through a symlink, only a regular file (no FIFO to block on), at most max_bytes (0: any). */
+int pk_read_file_untrusted(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                           pk_error *err);
 int pk_write_file(const char *path, const void *data, size_t len, pk_error *err);
 int pk_mkdir_p(const char *path, pk_error *err);
+/* Created 0600 (an existing file is made 0600); a symlink at path is refused (O_NOFOLLOW). */
+int pk_write_file_private(const char *path, const void *data, size_t len, pk_error *err);
+/* mkdir -p whose last component is private: created 0700, or made 0700 when it exists with
+ * wider permissions (*tightened = 1; NULL allowed). An existing directory owned by another
+ * user is refused: its owner could swap what we put there. */
+int pk_mkdir_private(const char *path, int *tightened, pk_error *err);
 int pk_rm_rf(const char *path);
 int pk_path_exists(const char *path);
 char *pk_path_join(const char *a, const char *b); /* malloc'd */

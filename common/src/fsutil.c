@@ -41,10 +41,58 @@ int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err) {
     return PK_OK;
 }
 
-int pk_write_file(const char *path, const void *data, size_t len, pk_error *err) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+int pk_read_file_untrusted(const char *path, size_t max_bytes, char **out, size_t *out_len,
+                           pk_error *err) {
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return pk_error_errno(err, errno == ENOENT ? PK_ERR_NOT_FOUND : PK_ERR_IO, "open %s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return pk_error_set(err, PK_ERR_INVALID, "%s is not a regular file", path);
+    }
+    pk_strbuf sb = {0};
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int rc = pk_error_errno(err, PK_ERR_IO, "read %s", path);
+            close(fd);
+            pk_strbuf_free(&sb);
+            return rc;
+        }
+        if (n == 0)
+            break;
+        if ((max_bytes && sb.len + (size_t)n > max_bytes) ||
+            pk_strbuf_append(&sb, buf, (size_t)n)) {
+            close(fd);
+            pk_strbuf_free(&sb);
+            return pk_error_set(err, max_bytes ? PK_ERR_INVALID : PK_ERR_NOMEM,
+                                "%s: larger than %zu bytes, or out of memory", path, max_bytes);
+        }
+    }
+    close(fd);
+    if (out_len)
+        *out_len = sb.len;
+    *out = pk_strbuf_take(&sb);
+    return PK_OK;
+}
+
+static int write_file_mode(const char *path, const void *data, size_t len, mode_t mode,
+                           pk_error *err) {
+    int priv = mode == 0600;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (priv ? O_NOFOLLOW : 0), mode);
     if (fd < 0)
         return pk_error_errno(err, PK_ERR_IO, "create %s", path);
+    /* O_CREAT's mode does not apply to a file that already existed. */
+    if (priv && fchmod(fd, mode) != 0) {
+        int rc = pk_error_errno(err, PK_ERR_IO, "chmod %s", path);
+        close(fd);
+        return rc;
+    }
     const char *p = data;
     while (len) {
         ssize_t n = write(fd, p, len);
@@ -61,6 +109,14 @@ int pk_write_file(const char *path, const void *data, size_t len, pk_error *err)
     if (close(fd))
         return pk_error_errno(err, PK_ERR_IO, "close %s", path);
     return PK_OK;
+}
+
+int pk_write_file(const char *path, const void *data, size_t len, pk_error *err) {
+    return write_file_mode(path, data, len, 0644, err);
+}
+
+int pk_write_file_private(const char *path, const void *data, size_t len, pk_error *err) {
+    return write_file_mode(path, data, len, 0600, err);
 }
 
 int pk_mkdir_p(const char *path, pk_error *err) {
@@ -83,6 +139,47 @@ int pk_mkdir_p(const char *path, pk_error *err) {
         rc = pk_error_errno(err, PK_ERR_IO, "mkdir %s", tmp);
     free(tmp);
     return rc;
+}
+
+int pk_mkdir_private(const char *path, int *tightened, pk_error *err) {
+    if (tightened)
+        *tightened = 0;
+    char *parent = strdup(path);
+    if (!parent)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    char *slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == '\0') { /* trailing slashes */
+        *slash = '\0';
+        slash = strrchr(parent, '/');
+    }
+    int rc = PK_OK;
+    if (slash && slash != parent) {
+        *slash = '\0';
+        rc = pk_mkdir_p(parent, err);
+    }
+    free(parent);
+    if (rc)
+        return rc;
+    if (mkdir(path, 0700) == 0)
+        return PK_OK;
+    if (errno != EEXIST)
+        return pk_error_errno(err, PK_ERR_IO, "mkdir %s", path);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return pk_error_errno(err, PK_ERR_IO, "stat %s", path);
+    if (!S_ISDIR(st.st_mode))
+        return pk_error_set(err, PK_ERR_IO, "%s exists and is not a directory", path);
+    /* Its owner could swap what we put there, whatever the mode says. */
+    if (st.st_uid != geteuid())
+        return pk_error_set(err, PK_ERR_IO, "%s is owned by uid %d, not by us: refusing to use it",
+                            path, (int)st.st_uid);
+    if ((st.st_mode & 077) == 0)
+        return PK_OK;
+    if (chmod(path, 0700) != 0)
+        return pk_error_errno(err, PK_ERR_IO, "chmod 0700 %s", path);
+    if (tightened)
+        *tightened = 1;
+    return PK_OK;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {

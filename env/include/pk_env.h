@@ -15,6 +15,8 @@ extern "C" {
 
 /* `pkgym serve` entry point. */
 int pk_cmd_serve(int argc, char **argv);
+/* `pkgym keygen`: a CURVE key pair (BASE.key, BASE.pub). */
+int pk_cmd_keygen(int argc, char **argv);
 
 /* `pkgym --version`: version, commit, build configuration, and the paths in use. */
 void pk_print_version(FILE *f);

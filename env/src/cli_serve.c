@@ -50,7 +50,19 @@ static void usage(FILE *f) {
             "  --worker-heartbeat-ms N heartbeat interval both ways (default 1000)\n"
             "  --worker-liveness N     silent heartbeats before a worker is lost (default 5)\n"
             "  --worker-wait-s S       a job waits this long for a worker able to run it\n"
-            "                          (default 120), then fails with `internal`\n",
+            "                          (default 120), then fails with `internal`\n"
+            "\nClients:\n"
+            "  --max-client-episodes N open episodes per client (default 1024)\n"
+            "  --max-client-steps N    steps in flight per client (default 256)\n"
+            "\nHooks (docs/feedback.md; clients choose them by name in reset's options):\n"
+            "  --hook NAME=plugin:/abs/x.so | NAME=cmd:/abs/prog   register a hook; "
+            "repeatable\n"
+            "\nSecurity (docs/security.md):\n"
+            "  --curve-secret-key FILE the server's key pair (pkgym keygen): CURVE on every "
+            "tcp:// endpoint\n"
+            "  --curve-allow DIR       public keys of the clients allowed in (read again when "
+            "it changes)\n"
+            "  --insecure              allow a non-loopback tcp:// endpoint without CURVE\n",
             PK_DEFAULT_ENDPOINT, pk_problems_default_dir(), pk_problems_default_modules_dir(),
             PK_DEFAULT_DATA_DIR, pk_summarizer_default_templates_dir());
 }
@@ -104,8 +116,11 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return 1;
-        if (strcmp(a, "--remeasure-baseline") == 0) {
-            o->remeasure_baseline = 1;
+        if (strcmp(a, "--insecure") == 0 || strcmp(a, "--remeasure-baseline") == 0) {
+            if (a[2] == 'i')
+                o->insecure = 1;
+            else
+                o->remeasure_baseline = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -165,7 +180,21 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
             rc = parse_positive(a, v, &o->baseline_max_cv);
         else if (strcmp(a, "--baseline-max-age-s") == 0)
             rc = parse_positive(a, v, &o->baseline_max_age_s);
-        else {
+        else if (strcmp(a, "--max-client-episodes") == 0)
+            rc = parse_long(a, v, 1, 1000000, &n), o->max_client_episodes = (int)n;
+        else if (strcmp(a, "--max-client-steps") == 0)
+            rc = parse_long(a, v, 1, 1000000, &n), o->max_client_steps = (int)n;
+        else if (strcmp(a, "--curve-secret-key") == 0)
+            o->curve_secret_key = v;
+        else if (strcmp(a, "--curve-allow") == 0)
+            o->curve_allow = v;
+        else if (strcmp(a, "--hook") == 0) {
+            if (o->n_hook_args >= PK_MAX_HOOK_ARGS) {
+                fprintf(stderr, "pkgym serve: at most %d --hook\n", PK_MAX_HOOK_ARGS);
+                return -1;
+            }
+            o->hook_args[o->n_hook_args++] = v;
+        } else {
             fprintf(stderr, "pkgym serve: unknown option %s (see --help)\n", a);
             return -1;
         }

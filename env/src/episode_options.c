@@ -29,10 +29,33 @@ static int apply_reward(pk_episode *e, const json_t *reward, const pk_reward_con
     return PK_OK;
 }
 
+/* The registered hooks the settings use, so that the stored settings say what ran. */
+static void record_hook_specs(json_t *merged, const pk_hook_registry *hooks) {
+    json_t *used = json_object();
+    const char *slot;
+    json_t *v;
+    json_object_foreach(json_object_get(merged, "hooks"), slot, v) {
+        const char *name =
+            json_is_object(v) ? json_string_value(json_object_get(v, "use")) : json_string_value(v);
+        const char *spec = pk_hook_registry_spec(hooks, name);
+        if (spec && used)
+            json_object_set_new(used, name, json_string(spec));
+    }
+    if (json_object_size(used))
+        json_object_set_new(merged, "hook_registry", used);
+    else
+        json_decref(used);
+}
+
 static int apply_feedback(pk_episode *e, const json_t *feedback, const json_t *def,
-                          const char *templates_dir, json_t *settings, pk_error *err) {
+                          const pk_hook_registry *hooks, const char *templates_dir,
+                          json_t *settings, pk_error *err) {
     if (feedback && !json_is_object(feedback))
         return pk_error_set(err, PK_ERR_INVALID, "options.feedback must be a map");
+    if (json_object_get(feedback, "hook_registry"))
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "options.feedback.hook_registry: only the operator registers hooks "
+                            "(pkgym serve --hook NAME=...); options name a registered hook");
     json_t *merged = json_deep_copy(def);
     if (!merged || (feedback && json_object_update_recursive(merged, (json_t *)feedback))) {
         json_decref(merged);
@@ -41,7 +64,9 @@ static int apply_feedback(pk_episode *e, const json_t *feedback, const json_t *d
     char *text = json_dumps(merged, JSON_COMPACT);
     pk_error sub;
     pk_error_clear(&sub);
-    int rc = text ? pk_summarizer_create(text, templates_dir, &e->summarizer, &sub) : PK_ERR_NOMEM;
+    int rc = text
+                 ? pk_summarizer_create_with_hooks(text, hooks, templates_dir, &e->summarizer, &sub)
+                 : PK_ERR_NOMEM;
     free(text);
     if (rc == PK_OK)
         rc = pk_summarizer_set_problem(e->summarizer, pk_problem_id(e->problem),
@@ -56,6 +81,7 @@ static int apply_feedback(pk_episode *e, const json_t *feedback, const json_t *d
     free(eff_text);
     if (!eff)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    record_hook_specs(eff, hooks); /* what each registered hook name stood for */
     json_object_set_new(settings, "feedback", eff);
     return PK_OK;
 }
@@ -134,7 +160,8 @@ static int apply_check(pk_episode *e, const json_t *check, json_t *settings, pk_
 
 int pk_episode_apply_options(pk_episode *e, const json_t *options,
                              const pk_reward_config *reward_default, const json_t *feedback_default,
-                             const char *templates_dir, pk_error *err) {
+                             const pk_hook_registry *hooks, const char *templates_dir,
+                             pk_error *err) {
     if (options && !json_is_object(options))
         return pk_error_set(err, PK_ERR_INVALID, "field 'options' must be a map");
     const char *key;
@@ -156,7 +183,7 @@ int pk_episode_apply_options(pk_episode *e, const json_t *options,
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     int rc = apply_reward(e, json_object_get(options, "reward"), reward_default, settings, err);
     if (!rc)
-        rc = apply_feedback(e, json_object_get(options, "feedback"), feedback_default,
+        rc = apply_feedback(e, json_object_get(options, "feedback"), feedback_default, hooks,
                             templates_dir, settings, err);
     if (!rc)
         rc = apply_check(e, json_object_get(options, "check"), settings, err);

@@ -77,11 +77,19 @@ static int list_candidates(const char *db_path, double since, candidates *c, pk_
 /* The reset options that give back the stored settings: null means "the default" there. */
 static json_t *options_of(const json_t *settings) {
     json_t *o = json_object();
-    const char *keys[] = {"reward", "feedback", "stop_on_correct"};
+    const char *keys[] = {"reward", "stop_on_correct"};
     for (size_t i = 0; o && i < sizeof keys / sizeof *keys; i++) {
         json_t *v = json_object_get(settings, keys[i]);
         if (v)
             json_object_set(o, keys[i], v);
+    }
+    /* The stored feedback settings name hooks by their registered names; `hook_registry` only
+     * records what those names stood for and is no option (the current registry applies). */
+    json_t *fb = json_object_get(settings, "feedback");
+    if (o && json_is_object(fb)) {
+        json_t *copy = json_deep_copy(fb);
+        json_object_del(copy, "hook_registry");
+        json_object_set_new(o, "feedback", copy);
     }
     json_t *check = json_object_get(settings, "check");
     if (o && json_is_object(check)) {
@@ -141,7 +149,7 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
     int rc = !e || !options
                  ? PK_ERR_INVALID
                  : pk_episode_apply_options(e, options, &s->reward_default, s->feedback_default,
-                                            s->opts.templates_dir, &err);
+                                            s->hooks, s->opts.templates_dir, &err);
     json_decref(options);
     if (rc) {
         snprintf(why, cap, "its stored settings no longer apply: %s",

@@ -59,6 +59,7 @@ void pk_episode_free(pk_episode *e) {
     free(e->prompt);
     json_decref(e->settings);
     pk_summarizer_free(e->summarizer);
+    pk_client_release(e->owner, 1, 0);
     free(e);
 }
 

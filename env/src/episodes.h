@@ -9,6 +9,7 @@
 #include "pk_harness.h"
 #include "pk_problems.h"
 #include "pk_reward.h"
+#include "client_limits.h"
 #include "pk_summarizer.h"
 #include "transport.h"
 
@@ -33,7 +34,8 @@ typedef struct pk_pending_step {
     char *id_raw;
     size_t id_len;
     struct pk_episode *ep;
-    pk_turn_record turn; /* prompt, action, summary, code, started_at filled at submit */
+    pk_client_entry *client; /* charged for this step while it is in flight */
+    pk_turn_record turn;     /* prompt, action, summary, code, started_at filled at submit */
 } pk_pending_step;
 
 typedef struct pk_episode {
@@ -62,6 +64,7 @@ typedef struct pk_episode {
     double interrupted_at; /* that step's start (seconds since the epoch) */
     char gpu_model[64];    /* the GPU its first measured turn ran on ("" until then) */
     double last_active_ms;
+    pk_client_entry *owner;  /* the client that opened it, charged until it is freed */
     struct pk_episode *next; /* hash chain */
 } pk_episode;
 

@@ -25,6 +25,7 @@ static const command commands[] = {
     {"reward", pk_cmd_reward, "recompute rewards, returns and advantages from a trajectory store"},
     {"export", pk_cmd_export, "export trajectories or verified kernels as JSONL"},
     {"problems", pk_cmd_problems, "list and inspect the problem suite"},
+    {"keygen", pk_cmd_keygen, "make a CURVE key pair for the server or a client"},
 };
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 

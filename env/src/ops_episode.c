@@ -110,12 +110,27 @@ void pk_op_reset(pk_call *c) {
                       s->episodes.count + (size_t)s->resets_pending);
         return;
     }
+    pk_client_entry *client = pk_call_client(c);
+    if (!client)
+        return;
+    if (client->episodes >= s->opts.max_client_episodes) {
+        char who[32];
+        pk_client_short_id(client, who, sizeof who);
+        pk_call_error(c, PK_E_OVERLOADED,
+                      "client %s has %d episodes open, the limit per client "
+                      "(limits.max_client_episodes); close some",
+                      who, client->episodes);
+        return;
+    }
     pk_episode *e = calloc(1, sizeof *e);
     if (!e) {
         pk_call_error(c, PK_E_INTERNAL, "out of memory");
+        pk_client_drop_if_unused(client);
         return;
     }
     e->problem = p;
+    e->owner = client; /* released by pk_episode_free, on every path */
+    client->episodes++;
     json_t *options = NULL;
     pk_error err;
     pk_error_clear(&err);
@@ -123,7 +138,7 @@ void pk_op_reset(pk_call *c) {
         pk_episode_free(e);
         return;
     }
-    int rc = pk_episode_apply_options(e, options, &s->reward_default, s->feedback_default,
+    int rc = pk_episode_apply_options(e, options, &s->reward_default, s->feedback_default, s->hooks,
                                       s->opts.templates_dir, &err);
     json_decref(options);
     if (rc) {

@@ -21,12 +21,13 @@ json_t *pk_problem_summary_json(const pk_problem *p) {
 }
 
 json_t *pk_limits_json(const pk_server *s) {
-    return json_pack("{s:I, s:I, s:I, s:i, s:f, s:i, s:i}", "max_action_bytes",
+    return json_pack("{s:I, s:I, s:I, s:i, s:f, s:i, s:i, s:i, s:i}", "max_action_bytes",
                      (json_int_t)s->opts.max_action_bytes, "max_summary_bytes",
                      (json_int_t)PK_MAX_SUMMARY_BYTES, "max_request_bytes",
                      (json_int_t)s->max_request_bytes, "max_episodes", s->opts.max_episodes,
                      "episode_idle_s", s->opts.episode_idle_s, "max_turns", s->opts.max_turns_limit,
-                     "queue_limit", s->opts.queue_limit);
+                     "queue_limit", s->opts.queue_limit, "max_client_episodes",
+                     s->opts.max_client_episodes, "max_client_steps", s->opts.max_client_steps);
 }
 
 void pk_op_hello(pk_call *c) {
@@ -147,12 +148,23 @@ void pk_op_stats(pk_call *c) {
         json_pack("{s:f, s:f, s:f}", "request_ms_max", n->request_ms_max, "completion_ms_max",
                   n->completion_ms_max, "completion_ms_mean",
                   n->completions ? n->completion_ms_total / (double)n->completions : 0.0);
-    json_t *body =
-        json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:o, s:o}", "episodes_open",
-                  (json_int_t)s->episodes.count, "steps_in_flight", (json_int_t)n->steps_in_flight,
-                  "steps_done", (json_int_t)n->steps_done, "queue_depth",
-                  (json_int_t)(st.queued_compile + st.queued_run), "jobs", jobs, "gpu", gpu,
-                  "cache", cache, "uptime_s", uptime_s, "requests", requests, "loop", loop);
+    /* Clients holding an episode or a step; the caller's own usage against its limits. */
+    unsigned long admitted = 0, refused = 0;
+    if (s->curve)
+        pk_curve_server_counts(s->curve, &admitted, &refused);
+    json_int_t active = (json_int_t)s->clients.count;
+    pk_client_entry *me = pk_client_get(&s->clients, c->client_id);
+    json_t *clients = json_pack("{s:I, s:s, s:i, s:i, s:b, s:I, s:I}", "active", active, "you",
+                                c->client_id, "your_episodes", me ? me->episodes : 0, "your_steps",
+                                me ? me->steps : 0, "curve", s->curve != NULL, "curve_admitted",
+                                (json_int_t)admitted, "curve_refused", (json_int_t)refused);
+    pk_client_drop_if_unused(me);
+    json_t *body = json_pack(
+        "{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:o, s:o, s:o}", "episodes_open",
+        (json_int_t)s->episodes.count, "steps_in_flight", (json_int_t)n->steps_in_flight,
+        "steps_done", (json_int_t)n->steps_done, "queue_depth",
+        (json_int_t)(st.queued_compile + st.queued_run), "jobs", jobs, "gpu", gpu, "cache", cache,
+        "uptime_s", uptime_s, "requests", requests, "loop", loop, "clients", clients);
     /* Broker mode: the workers, their GPUs and state (docs/scale-out.md). */
     json_t *remote = pk_evaluator_stats_json(&s->ev);
     if (body && remote)

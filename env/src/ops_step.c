@@ -17,6 +17,7 @@ static uint64_t splitmix64(uint64_t x) {
 static void free_pending(pk_pending_step *p) {
     if (!p)
         return;
+    pk_client_release(p->client, 0, 1);
     free(p->id_raw);
     pk_turn_record_free(&p->turn);
     free(p);
@@ -359,6 +360,25 @@ void pk_op_step(pk_call *c) {
         free_pending(p);
         return;
     }
+    /* Charged to the sender from here on, so that one client cannot fill the queue. */
+    pk_client_entry *client = pk_call_client(c);
+    if (!client) {
+        free_pending(p);
+        return;
+    }
+    if (client->steps >= s->opts.max_client_steps) {
+        char who[32];
+        pk_client_short_id(client, who, sizeof who);
+        pk_call_error(c, PK_E_OVERLOADED,
+                      "client %s has %d steps in flight, the limit per client "
+                      "(limits.max_client_steps); wait for their replies",
+                      who, client->steps);
+        pk_client_drop_if_unused(client);
+        free_pending(p);
+        return;
+    }
+    p->client = client;
+    client->steps++;
     p->env = c->env;
     p->ep = e;
     pk_parsed_action pa;

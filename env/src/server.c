@@ -35,6 +35,8 @@ void pk_server_opts_default(pk_server_opts *o) {
     o->shutdown_grace_ms = 10000;
     o->baseline_max_cv = 0.1;
     o->baseline_max_age_s = 86400;
+    o->max_client_episodes = 1024;
+    o->max_client_steps = 256;
 }
 
 json_t *pk_error_body(const char *code, const char *message) {
@@ -119,6 +121,7 @@ static int serve_one(pk_server *s) {
         return -1;
     }
     s->n.requests++;
+    pk_client_identity(&body, &call.env, call.client_id);
     if (r == 1) {
         if (call.env.n > 0)
             pk_call_error(&call, PK_E_BAD_REQUEST,
@@ -147,6 +150,13 @@ static int serve_one(pk_server *s) {
     pk_request_free(&req);
     zmq_msg_close(&body);
     return 0;
+}
+
+pk_client_entry *pk_call_client(pk_call *c) {
+    pk_client_entry *e = pk_client_get(&c->s->clients, c->client_id);
+    if (!e)
+        pk_call_error(c, PK_E_INTERNAL, "out of memory");
+    return e;
 }
 
 /* A reply waiting for its store commit. */
@@ -306,6 +316,7 @@ static void fail_unfinished(pk_server *s) {
                 s, &p->env, p->id_raw, p->id_len,
                 pk_error_body(PK_E_INTERNAL, "the server stopped before this step was evaluated"));
             e->in_flight = NULL;
+            pk_client_release(p->client, 0, 1);
             free(p->id_raw);
             pk_turn_record_free(&p->turn);
             free(p);
@@ -366,13 +377,44 @@ int pk_server_run(pk_server *s) {
     return 0;
 }
 
+/* Every client endpoint through the one secure-bind function (pk_curve.h): CURVE on tcp://
+ * when configured, plain tcp:// only on loopback unless --insecure. */
 static int bind_all(pk_server *s, pk_error *err) {
+    int tcp = 0;
     for (int i = 0; i < s->opts.n_binds; i++) {
-        if (zmq_bind(s->router, s->opts.binds[i]) != 0)
-            return pk_error_set(err, PK_ERR_IO, "cannot bind %s: %s", s->opts.binds[i],
-                                zmq_strerror(zmq_errno()));
+        char resolved[256];
+        int rc =
+            pk_socket_bind_secure(s->router, s->opts.binds[i], s->curve, PK_CURVE_DOMAIN_CLIENTS,
+                                  s->opts.insecure, resolved, sizeof resolved, err);
+        if (rc)
+            return rc;
+        tcp |= strncmp(resolved, "tcp://", 6) == 0;
+        fprintf(stderr, "pkgym serve: bound %s%s\n", resolved,
+                strncmp(resolved, "tcp://", 6) ? ""
+                : s->curve                     ? " (CURVE)"
+                                               : " (no CURVE)");
     }
+    if (s->curve && !tcp)
+        fprintf(stderr, "pkgym serve: note: CURVE applies to tcp:// endpoints; none is bound\n");
     return PK_OK;
+}
+
+/* CURVE: the server's key pair and the ZAP handler, before any socket is bound. */
+static int init_curve(pk_server *s, pk_error *err) {
+    const char *key = s->opts.curve_secret_key, *allow = s->opts.curve_allow;
+    if (!key && !allow)
+        return PK_OK;
+    if (!key || !allow)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "--curve-secret-key FILE and --curve-allow DIR go together: the "
+                            "server's key pair, and the directory of authorized client keys");
+    int rc = pk_curve_server_start(s->zctx, key, &s->curve, err);
+    if (rc == PK_OK)
+        rc = pk_curve_server_allow(s->curve, PK_CURVE_DOMAIN_CLIENTS, allow, err);
+    if (rc == PK_OK)
+        fprintf(stderr, "pkgym serve: CURVE server key %s; clients allowed from %s\n",
+                pk_curve_server_public_key(s->curve), allow);
+    return rc;
 }
 
 static int load_json_file(const char *path, json_t **out, pk_error *err) {
@@ -384,6 +426,38 @@ static int load_json_file(const char *path, json_t **out, pk_error *err) {
         json_decref(*out);
         *out = NULL;
         return pk_error_set(err, PK_ERR_INVALID, "%s: must hold a JSON object", path);
+    }
+    return PK_OK;
+}
+
+/* The operator's hooks: --hook NAME=SPEC and the feedback config's "hook_registry" (taken out
+ * of the defaults: clients never see or set it). */
+static int init_hooks(pk_server *s, pk_error *err) {
+    s->hooks = pk_hook_registry_new();
+    if (!s->hooks)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->opts.n_hook_args; i++) {
+        int rc = pk_hook_registry_add_arg(s->hooks, s->opts.hook_args[i], err);
+        if (rc)
+            return rc;
+    }
+    json_t *reg = json_object_get(s->feedback_default, "hook_registry");
+    if (reg) {
+        char *text = json_dumps(reg, JSON_COMPACT | JSON_ENCODE_ANY);
+        int rc = text ? pk_hook_registry_add_json(s->hooks, text, err)
+                      : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+        free(text);
+        if (rc) {
+            char inner[sizeof err->message];
+            snprintf(inner, sizeof inner, "%s", err->message);
+            return pk_error_set(err, rc, "%s: %s", s->opts.feedback_config_path, inner);
+        }
+        json_object_del(s->feedback_default, "hook_registry");
+    }
+    for (size_t i = 0; i < pk_hook_registry_count(s->hooks); i++) {
+        const char *name = pk_hook_registry_name(s->hooks, i);
+        fprintf(stderr, "pkgym serve: hook %s = %s (runs in the sandbox)\n", name,
+                pk_hook_registry_spec(s->hooks, name));
     }
     return PK_OK;
 }
@@ -408,11 +482,14 @@ static int init_settings(pk_server *s, pk_error *err) {
     } else {
         s->feedback_default = json_object();
     }
+    int rc = init_hooks(s, err);
+    if (rc)
+        return rc;
     /* Fail at start, not at the first reset, when the feedback settings are wrong. */
     char *fb = json_dumps(s->feedback_default, JSON_COMPACT);
     pk_summarizer *probe = NULL;
-    int rc = fb ? pk_summarizer_create(fb, s->opts.templates_dir, &probe, err)
-                : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    rc = fb ? pk_summarizer_create_with_hooks(fb, s->hooks, s->opts.templates_dir, &probe, err)
+            : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     free(fb);
     pk_summarizer_free(probe);
     return rc;
@@ -439,7 +516,9 @@ static int init_sockets(pk_server *s, pk_error *err) {
     snprintf(done, sizeof done, "inproc://pkgym-done-%p", (void *)s);
     if (zmq_bind(s->done_pull, done) != 0)
         return pk_error_set(err, PK_ERR_SYSTEM, "bind %s: %s", done, zmq_strerror(zmq_errno()));
-    int rc = bind_all(s, err);
+    int rc = init_curve(s, err);
+    if (rc == PK_OK)
+        rc = bind_all(s, err);
     if (rc)
         return rc;
 
@@ -485,8 +564,13 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
         return rc;
     if ((rc = init_settings(s, err)))
         return rc;
-    if ((rc = pk_mkdir_p(o->data_dir, err)))
+    /* It holds trajectories and model-written objects: for the server's user only. */
+    int tightened = 0;
+    if ((rc = pk_mkdir_private(o->data_dir, &tightened, err)))
         return rc;
+    if (tightened)
+        fprintf(stderr, "pkgym serve: %s was accessible to other users: made it 0700\n",
+                o->data_dir);
     s->gpus = pk_gpu_list_json();
     if ((rc = init_sockets(s, err)))
         return rc;
@@ -547,10 +631,19 @@ void pk_server_free(pk_server *s) {
         zmq_close(s->router);
     if (s->done_pull)
         zmq_close(s->done_pull);
+    pk_curve_server_stop(s->curve);
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     pk_problem_set_free(s->problems);
     json_decref(s->feedback_default);
+    pk_hook_registry_free(s->hooks);
+    for (size_t b = 0; b < PK_CLIENT_BUCKETS; b++) { /* what no episode or step holds now */
+        while (s->clients.bucket[b]) {
+            pk_client_entry *c = s->clients.bucket[b];
+            s->clients.bucket[b] = c->next;
+            free(c);
+        }
+    }
     json_decref(s->gpus);
     memset(s, 0, sizeof *s);
 }

@@ -7,9 +7,11 @@
 
 #include <jansson.h>
 
+#include "client_limits.h"
 #include "episodes.h"
 #include "evaluator.h"
 #include "pk_common.h"
+#include "pk_curve.h"
 #include "pk_problems.h"
 #include "pk_reward.h"
 #include "pk_scheduler.h"
@@ -20,6 +22,7 @@
 #include "transport.h"
 
 #define PK_MAX_BINDS 8
+#define PK_MAX_HOOK_ARGS 32
 #define PK_MAX_SUMMARY_BYTES (64u << 10) /* a step's `summary` field */
 
 typedef struct pk_server_opts {
@@ -46,9 +49,16 @@ typedef struct pk_server_opts {
     /* Remote workers (docs/scale-out.md): with worker binds the server is a broker. */
     const char *worker_binds[PK_MAX_BINDS];
     int n_worker_binds;
-    int worker_heartbeat_ms; /* 0: 1000 */
-    int worker_liveness;     /* 0: 5 */
-    double worker_wait_s;    /* 0: 120 */
+    int worker_heartbeat_ms;                 /* 0: 1000 */
+    int worker_liveness;                     /* 0: 5 */
+    double worker_wait_s;                    /* 0: 120 */
+    const char *hook_args[PK_MAX_HOOK_ARGS]; /* --hook NAME=plugin:/abs/x.so | NAME=cmd:/abs/p */
+    int n_hook_args;
+    const char *curve_secret_key; /* --curve-secret-key: CURVE on tcp:// endpoints */
+    const char *curve_allow;      /* --curve-allow: authorized client public keys */
+    int insecure;                 /* --insecure: non-loopback tcp:// without CURVE */
+    int max_client_episodes;
+    int max_client_steps;
 } pk_server_opts;
 
 void pk_server_opts_default(pk_server_opts *o);
@@ -84,7 +94,10 @@ typedef struct pk_server {
     int sched_gpus; /* GPU slots of the local scheduler; -1: workers decide (broker mode) */
     pk_reward_config reward_default;
     json_t *feedback_default; /* object */
-    json_t *gpus;             /* [{index, name, memory_mib}] */
+    pk_hook_registry *hooks;  /* the operator's: --hook and the feedback config's */
+    pk_curve_server *curve;   /* NULL: no CURVE */
+    pk_client_table clients;
+    json_t *gpus; /* [{index, name, memory_mib}] */
     pk_episode_table episodes;
     pk_server_counters n;
     double started_ms;
@@ -96,6 +109,7 @@ typedef struct pk_call {
     pk_server *s;
     pk_envelope env;
     const pk_request *req;
+    char client_id[PK_CLIENT_ID_MAX]; /* the sender (client_limits.h) */
 } pk_call;
 
 int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t *stop,
@@ -149,6 +163,9 @@ void pk_op_close(pk_call *c);
 void pk_op_trajectory(pk_call *c);
 /* A finished evaluation from the scheduler. */
 void pk_server_on_completion(pk_server *s, pk_completion *done);
+
+/* The sender's accounting entry, or NULL after replying `internal` (out of memory). */
+pk_client_entry *pk_call_client(pk_call *c);
 
 /* Finds the problem named by the required `problem` field, or replies with the error. */
 const pk_problem *pk_call_problem(pk_call *c);

@@ -2,9 +2,12 @@
 #include "pk_harness_internal.h"
 #include "pk_job.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Device problems: sm_90a shared object. Host problems (selftest) hold no device code, so nvcc
  * compiles them as host C++ (-x c++), which skips the device passes (0.7 s instead of 6 s). */
@@ -101,6 +104,18 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err) {
     pk_harness_spawn_free(&sr);
     if (rc || job->failed)
         return rc;
+    /* The object is model-written code: for the server's user only, like the rest of the job
+     * (the linker made it executable; dlopen needs no x bit). Never through a symlink. */
+    int fd = open(job->so_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fchmod(fd, 0600) != 0) {
+        if (fd >= 0)
+            close(fd);
+        res->status = PK_STATUS_COMPILE_ERROR;
+        snprintf(res->reason, sizeof res->reason, "the compiler left no regular file as output");
+        job->failed = 1;
+        return PK_OK;
+    }
+    close(fd);
     return pk_job_check_symbols(job, res, err);
 }
 

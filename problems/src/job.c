@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static atomic_uint job_counter;
@@ -78,9 +79,13 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
         if (pk_path_exists(ro[i]))
             job->ro[job->n_ro++] = ro[i];
     compute_key(job, source ? source : "");
-    int rc = pk_mkdir_p(job->dir, err);
+    /* The job dir holds model-written code and its object: private (0700, files 0600), and
+     * made fresh, never an existing directory someone else may have prepared. */
+    int rc = pk_mkdir_private(root, NULL, err);
+    if (rc == PK_OK && mkdir(job->dir, 0700) != 0)
+        rc = pk_error_errno(err, PK_ERR_IO, "mkdir %s", job->dir);
     if (rc == PK_OK && source)
-        rc = pk_write_file(job->src_path, source, strlen(source), err);
+        rc = pk_write_file_private(job->src_path, source, strlen(source), err);
     if (rc) {
         free(job);
         return rc;
@@ -112,7 +117,7 @@ int pk_job_use_object(pk_job *job, const char *so_path, pk_eval_result *res, pk_
     size_t len = 0;
     int rc = pk_read_file(so_path, &data, &len, err);
     if (rc == PK_OK)
-        rc = pk_write_file(job->so_path, data, len, err);
+        rc = pk_write_file_private(job->so_path, data, len, err);
     free(data);
     if (rc)
         return rc;

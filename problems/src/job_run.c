@@ -139,7 +139,7 @@ static void *warm_main(void *arg) {
 static int touch(const pk_job *job, const char *name, pk_error *err) {
     char path[700];
     snprintf(path, sizeof path, "%s/%s", job->dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return pk_error_errno(err, PK_ERR_IO, "cannot write %s", path);
     close(fd);

@@ -2,6 +2,7 @@
 #include "pk_client.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,13 +10,72 @@
 
 #define PK_CLIENT_MAX_DEPTH 64
 
+#define HANDSHAKE_FAILED                                                                           \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                       \
+     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
 struct pk_client {
     void *ctx;
     void *sock;
+    void *monitor; /* tcp:// only: failed handshakes, reported instead of a silent timeout */
+    int curve;
+    char endpoint[256];
     uint64_t next_id;
 };
 
+static int watch_handshakes(pk_client *c, pk_error *err) {
+    char addr[64];
+    snprintf(addr, sizeof addr, "inproc://pk-client-monitor-%p", (void *)c);
+    if (zmq_socket_monitor(c->sock, addr, HANDSHAKE_FAILED) != 0 ||
+        !(c->monitor = zmq_socket(c->ctx, ZMQ_PAIR)) || zmq_connect(c->monitor, addr) != 0)
+        return pk_error_set(err, PK_ERR_SYSTEM, "socket monitor: %s", zmq_strerror(zmq_errno()));
+    int linger = 0;
+    zmq_setsockopt(c->monitor, ZMQ_LINGER, &linger, sizeof linger);
+    return PK_OK;
+}
+
+/* Reads one monitor event: PK_OK when it is not a failure worth reporting. */
+static int handshake_error(pk_client *c, pk_error *err) {
+    zmq_msg_t ev, ep;
+    zmq_msg_init(&ev);
+    zmq_msg_init(&ep);
+    int got = zmq_msg_recv(&ev, c->monitor, ZMQ_DONTWAIT) >= 6 &&
+              zmq_msg_recv(&ep, c->monitor, ZMQ_DONTWAIT) >= 0;
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (got) {
+        memcpy(&event, zmq_msg_data(&ev), 2);
+        memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+    }
+    zmq_msg_close(&ev);
+    zmq_msg_close(&ep);
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return pk_error_set(err, PK_ERR_IO,
+                            "%s refused this client's CURVE key (ZAP status %u): the operator must "
+                            "add its .pub to the server's --curve-allow directory",
+                            c->endpoint, value);
+    if (event & HANDSHAKE_FAILED)
+        return pk_error_set(err, PK_ERR_IO, "the handshake with %s failed: %s", c->endpoint,
+                            c->curve ? "is the server key this server's, and does it use CURVE?"
+                                     : "the server probably requires CURVE: set "
+                                       "PKGYM_CURVE_SERVER_KEY and PKGYM_CURVE_CLIENT_KEY");
+    return PK_OK;
+}
+
 int pk_client_connect(const char *endpoint, pk_client **out, pk_error *err) {
+    *out = NULL;
+    pk_curve_client_keys keys;
+    int have = 0;
+    int rc = pk_curve_client_keys_from_env(&keys, &have, err);
+    if (rc)
+        return rc;
+    rc = pk_client_connect_curve(endpoint, have ? &keys : NULL, out, err);
+    memset(&keys, 0, sizeof keys);
+    return rc;
+}
+
+int pk_client_connect_curve(const char *endpoint, const pk_curve_client_keys *keys, pk_client **out,
+                            pk_error *err) {
     *out = NULL;
     pk_client *c = calloc(1, sizeof *c);
     if (!c)
@@ -29,10 +89,14 @@ int pk_client_connect(const char *endpoint, pk_client **out, pk_error *err) {
     }
     int linger = 0;
     zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect(c->sock, endpoint) != 0) {
-        int e = zmq_errno();
+    snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    c->curve = keys != NULL;
+    int rc = strncmp(endpoint, "tcp://", 6) == 0 ? watch_handshakes(c, err) : PK_OK;
+    if (rc == PK_OK)
+        rc = pk_socket_connect_secure(c->sock, endpoint, keys, err);
+    if (rc) {
         pk_client_close(c);
-        return pk_error_set(err, PK_ERR_INVALID, "connect %s: %s", endpoint, zmq_strerror(e));
+        return rc;
     }
     *out = c;
     return PK_OK;
@@ -41,6 +105,10 @@ int pk_client_connect(const char *endpoint, pk_client **out, pk_error *err) {
 void pk_client_close(pk_client *c) {
     if (!c)
         return;
+    if (c->monitor) {
+        zmq_socket_monitor(c->sock, NULL, 0);
+        zmq_close(c->monitor);
+    }
     if (c->sock)
         zmq_close(c->sock);
     if (c->ctx)
@@ -73,12 +141,23 @@ int pk_client_send(pk_client *c, json_t *request, uint64_t *id, pk_error *err) {
 
 /* Receives one multipart message and returns its last frame. */
 static int recv_body(pk_client *c, int timeout_ms, zmq_msg_t *body, pk_error *err) {
-    zmq_pollitem_t item = {c->sock, 0, ZMQ_POLLIN, 0};
-    int n = zmq_poll(&item, 1, timeout_ms);
-    if (n < 0)
-        return pk_error_set(err, PK_ERR_IO, "poll: %s", zmq_strerror(zmq_errno()));
-    if (n == 0)
-        return pk_error_set(err, PK_ERR_TIMEOUT, "no reply within %d ms", timeout_ms);
+    double deadline = pk_now_ms() + timeout_ms;
+    for (;;) {
+        zmq_pollitem_t items[2] = {{c->sock, 0, ZMQ_POLLIN, 0}, {c->monitor, 0, ZMQ_POLLIN, 0}};
+        int left = (int)(deadline - pk_now_ms());
+        int n = zmq_poll(items, c->monitor ? 2 : 1, left > 0 ? left : 0);
+        if (n < 0)
+            return pk_error_set(err, PK_ERR_IO, "poll: %s", zmq_strerror(zmq_errno()));
+        if (c->monitor && (items[1].revents & ZMQ_POLLIN)) {
+            int rc = handshake_error(c, err);
+            if (rc)
+                return rc;
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            break;
+        if (pk_now_ms() >= deadline)
+            return pk_error_set(err, PK_ERR_TIMEOUT, "no reply within %d ms", timeout_ms);
+    }
     for (;;) {
         if (zmq_msg_recv(body, c->sock, 0) < 0)
             return pk_error_set(err, PK_ERR_IO, "recv: %s", zmq_strerror(zmq_errno()));

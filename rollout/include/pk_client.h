@@ -9,6 +9,7 @@
 #include <msgpack.h>
 
 #include "pk_common.h"
+#include "pk_curve.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,8 +17,14 @@ extern "C" {
 
 typedef struct pk_client pk_client;
 
-/* Connects a DEALER socket to endpoint (any ZeroMQ endpoint). */
+/* Connects a DEALER socket to endpoint (any ZeroMQ endpoint). CURVE keys come from
+ * PKGYM_CURVE_SERVER_KEY and PKGYM_CURVE_CLIENT_KEY when set (pk_curve_client_keys_from_env). */
 int pk_client_connect(const char *endpoint, pk_client **out, pk_error *err);
+/* The same with explicit CURVE keys (NULL: none, whatever the environment says). On tcp:// a
+ * refused handshake (key not authorized, CURVE mismatch) ends the next recv or call with
+ * PK_ERR_IO saying so. */
+int pk_client_connect_curve(const char *endpoint, const pk_curve_client_keys *keys, pk_client **out,
+                            pk_error *err);
 void pk_client_close(pk_client *c);
 
 /* Sends request (a JSON object; its "id" is replaced by a fresh integer) without waiting. */

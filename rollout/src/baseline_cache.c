@@ -15,7 +15,9 @@ int pk_baseline_cache_open(const char *root, char **dir_out, pk_error *err) {
     *dir_out = pk_path_join(root, "baseline");
     if (!*dir_out)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    int rc = pk_mkdir_p(*dir_out, err);
+    int rc = pk_mkdir_private(root, NULL, err);
+    if (!rc)
+        rc = pk_mkdir_private(*dir_out, NULL, err);
     if (rc) {
         free(*dir_out);
         *dir_out = NULL;
@@ -83,7 +85,7 @@ int pk_baseline_cache_store(const char *dir, const pk_baseline_key *k, const pk_
     int n = snprintf(text, sizeof text, "%s\nus=%.17g cv=%.17g iters=%d measured_at=%.17g\n", line,
                      e->us, e->cv, e->iters, e->measured_at);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_seq, 1));
-    int rc = pk_write_file(tmp, text, (size_t)n, err);
+    int rc = pk_write_file_private(tmp, text, (size_t)n, err);
     if (!rc && rename(tmp, path) != 0)
         rc = pk_error_errno(err, PK_ERR_IO, "rename %s", path);
     if (rc)

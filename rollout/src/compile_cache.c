@@ -1,4 +1,5 @@
-/* Compile cache on disk: <root>/compile/<key[0:2]>/<key>.so. */
+/* Compile cache on disk: <root>/compile/<key[0:2]>/<key>.so. The objects are model-written
+ * code: directories 0700 and files 0600, so that no other local user reads or swaps them. */
 #include "pk_compile_cache.h"
 
 #include <stdatomic.h>
@@ -20,7 +21,9 @@ int pk_compile_cache_open(const char *root, pk_compile_cache **out, pk_error *er
         free(c);
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     }
-    int rc = pk_mkdir_p(c->dir, err);
+    int rc = pk_mkdir_private(root, NULL, err);
+    if (!rc)
+        rc = pk_mkdir_private(c->dir, NULL, err);
     if (rc) {
         pk_compile_cache_close(c);
         return rc;
@@ -70,7 +73,7 @@ int pk_compile_cache_store(pk_compile_cache *c, const char *key, const char *obj
         return pk_error_set(err, PK_ERR_INVALID, "compile key is not a SHA-256 hex digest");
     char *data = NULL;
     size_t len = 0;
-    int rc = pk_read_file(object_path, &data, &len, err);
+    int rc = pk_read_file_untrusted(object_path, 0, &data, &len, err); /* a job's file */
     if (rc)
         return rc;
     char *path = entry_path(c, key);
@@ -84,9 +87,9 @@ int pk_compile_cache_store(pk_compile_cache *c, const char *key, const char *obj
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/%.2s", c->dir, key);
     snprintf(tmp, tn, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_seq, 1));
-    rc = pk_mkdir_p(sub, err);
+    rc = pk_mkdir_private(sub, NULL, err);
     if (!rc)
-        rc = pk_write_file(tmp, data, len, err);
+        rc = pk_write_file_private(tmp, data, len, err);
     if (!rc && rename(tmp, path) != 0)
         rc = pk_error_errno(err, PK_ERR_IO, "rename %s", path);
     if (rc)

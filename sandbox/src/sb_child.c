@@ -278,6 +278,7 @@ static void __attribute__((noreturn)) exec_command(const sb_child_args *a) {
         fail(a, "setrlimit", NULL);
     if (a->set_as && setrlimit(RLIMIT_AS, &a->as))
         fail(a, "setrlimit AS", NULL);
+    umask(077); /* what the job writes in its work dir is for the caller only */
     drop_caps(a);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
         fail(a, "no_new_privs", NULL);

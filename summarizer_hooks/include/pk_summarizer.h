@@ -2,9 +2,10 @@
  *
  * One pk_summarizer per episode. Texts come from editable templates (summarizer_hooks/templates);
  * the three hooks (summarize, feedback, history) are the built-in, a C plugin or an external
- * command, chosen per server and per episode through options_json. Plugins and commands run in a
- * helper process with a timeout: when one crashes, hangs or prints garbage the built-in result is
- * used. See docs/feedback.md.
+ * command. The operator registers plugins and commands by name (pk_hook_registry); options_json
+ * chooses among those names only, never a path. Hooks run inside pk_sandbox with a timeout:
+ * when one crashes, hangs or prints garbage the built-in result is used. See docs/feedback.md
+ * and docs/security.md.
  */
 #ifndef PK_SUMMARIZER_H
 #define PK_SUMMARIZER_H
@@ -18,6 +19,21 @@ extern "C" {
 #endif
 
 typedef struct pk_summarizer pk_summarizer; /* per-episode settings + selected hooks */
+
+/* The hooks the operator registered: NAME -> "plugin:/abs/x.so" or "cmd:/abs/prog". */
+typedef struct pk_hook_registry pk_hook_registry;
+pk_hook_registry *pk_hook_registry_new(void); /* NULL: out of memory */
+void pk_hook_registry_free(pk_hook_registry *r);
+/* name: 1..64 of [A-Za-z0-9_.-], not "builtin", not registered yet; the file must exist (a
+ * command: be executable). PK_ERR_INVALID otherwise. */
+int pk_hook_registry_add(pk_hook_registry *r, const char *name, const char *spec, pk_error *err);
+/* "NAME=SPEC", as `pkgym serve --hook` takes it. */
+int pk_hook_registry_add_arg(pk_hook_registry *r, const char *name_eq_spec, pk_error *err);
+/* A JSON object {"NAME": "SPEC", ...} (a feedback config's "hook_registry"). */
+int pk_hook_registry_add_json(pk_hook_registry *r, const char *json_object_text, pk_error *err);
+const char *pk_hook_registry_spec(const pk_hook_registry *r, const char *name); /* or NULL */
+size_t pk_hook_registry_count(const pk_hook_registry *r);
+const char *pk_hook_registry_name(const pk_hook_registry *r, size_t i);
 
 typedef struct pk_parsed_action {
     int format_ok;          /* 0: no usable code block (status format_error) */
@@ -36,9 +52,13 @@ typedef struct pk_turn_view {
 
 /* options_json: the server defaults merged with reset's options["feedback"] (NULL: defaults).
  * Keys: budget_chars, budget_tokens, compile_log_chars, stderr_chars, summary_chars, hooks
- * {summarize, feedback, history: "builtin" | "plugin:/path/x.so" | "cmd:/path/prog", timeout_ms}.
+ * {summarize, feedback, history: "builtin" | a name registered in hooks, timeout_ms}.
  * templates_dir: the template files (NULL: pk_summarizer_default_templates_dir()).
- * Unknown keys -> PK_ERR_INVALID naming them. */
+ * Unknown keys, paths and unregistered names -> PK_ERR_INVALID naming them. The summarizer
+ * copies what it uses of hooks (NULL: only "builtin"). */
+int pk_summarizer_create_with_hooks(const char *options_json, const pk_hook_registry *hooks,
+                                    const char *templates_dir, pk_summarizer **out, pk_error *err);
+/* The same without registered hooks. */
 int pk_summarizer_create(const char *options_json, const char *templates_dir, pk_summarizer **out,
                          pk_error *err);
 void pk_summarizer_free(pk_summarizer *s);

@@ -3,8 +3,11 @@
  *     const pk_summarizer_plugin *pk_summarizer_plugin_v1(void);
  *
  * pkgym never loads a plugin into the server: a helper process (pk_summarizer_hook_host) dlopens
- * it, calls one hook on one request and prints the result, under a timeout. A plugin that
- * crashes, hangs, returns NULL or invalid UTF-8 costs one turn's hook: the built-in text is used.
+ * it inside pk_sandbox (no network, read-only file system but a private tmp, limits), calls one
+ * hook on one request and prints the result, under a timeout. A plugin that crashes, hangs,
+ * returns NULL or invalid UTF-8 costs one turn's hook: the built-in text is used. The operator
+ * registers a plugin under a name (pkgym serve --hook NAME=plugin:/abs/x.so); clients choose
+ * it by that name.
  *
  * Rules for plugins: return malloc'd UTF-8 text (the host frees it) or NULL to decline; keep no
  * state between calls (every call is a fresh process); write nothing to stdout. The request JSON

@@ -34,8 +34,9 @@ const char *pk_hook_host_path(void) {
 void pk_hook_record_failure(pk_summarizer *s, pk_hook_slot slot, const char *what) {
     const pk_hook *h = &s->opt.hooks[slot];
     snprintf(s->last_hook_error, sizeof(s->last_hook_error),
-             "%s hook %s:%s failed: %s; used the built-in", pk_hook_slot_name(slot),
-             h->kind == PK_HOOK_PLUGIN ? "plugin" : "cmd", h->path ? h->path : "?", what);
+             "%s hook %s (%s:%s) failed: %s; used the built-in", pk_hook_slot_name(slot),
+             h->name ? h->name : "?", h->kind == PK_HOOK_PLUGIN ? "plugin" : "cmd",
+             h->path ? h->path : "?", what);
     s->hook_fallbacks++;
     fprintf(stderr, "pkgym: %s\n", s->last_hook_error);
 }
@@ -93,14 +94,17 @@ char *pk_hook_call(pk_summarizer *s, pk_hook_slot slot, void *request_json_objec
         pk_hook_record_failure(s, slot, "could not encode the request (invalid UTF-8?)");
         return NULL;
     }
-    char *argv_plugin[] = {(char *)pk_hook_host_path(), h->path, (char *)pk_hook_slot_name(slot),
-                           NULL};
+    const char *host = pk_hook_host_path();
+    char *argv_plugin[] = {(char *)host, h->path, (char *)pk_hook_slot_name(slot), NULL};
     char *argv_cmd[] = {h->path, (char *)pk_hook_slot_name(slot), NULL};
+    /* Inside the sandbox the hook sees the system's directories and, read-only, its own file
+     * (and the plugin host's): not its neighbours, which could be the operator's keys. */
+    const char *ro[] = {h->path, h->kind == PK_HOOK_PLUGIN ? host : NULL, NULL};
     char *out = NULL;
     int exit_code = -1;
     pk_error err = {0};
-    int rc = pk_hook_exec(h->kind == PK_HOOK_PLUGIN ? argv_plugin : argv_cmd, input, strlen(input),
-                          h->timeout_ms, PK_HOOK_MAX_OUTPUT, &out, &exit_code, &err);
+    int rc = pk_hook_exec(h->kind == PK_HOOK_PLUGIN ? argv_plugin : argv_cmd, ro, input,
+                          strlen(input), h->timeout_ms, PK_HOOK_MAX_OUTPUT, &out, &exit_code, &err);
     free(input);
     char *text = NULL;
     if (rc != PK_OK) {

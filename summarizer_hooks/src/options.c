@@ -23,38 +23,54 @@ static int pk_opt_long(json_t *v, const char *key, long min, long max, long *out
     return PK_OK;
 }
 
-static int pk_opt_hook_use(const char *use, const char *name, pk_hook *h, pk_error *err) {
+/* "(registered: a, b)" or "(none is registered)". */
+static void pk_registered_names(const pk_hook_registry *r, char *out, size_t cap) {
+    size_t n = pk_hook_registry_count(r);
+    int len = snprintf(out, cap, n ? "registered:" : "none is registered");
+    for (size_t i = 0; i < n && len > 0 && (size_t)len < cap; i++) {
+        len += snprintf(out + len, cap - (size_t)len, "%s %s", i ? "," : "",
+                        pk_hook_registry_name(r, i));
+    }
+}
+
+/* Clients choose hooks by name only: a path, or any name the operator did not register, is
+ * refused here, so no option can make the server run a program of the client's choosing. */
+static int pk_opt_hook_use(const char *use, const char *name, const pk_hook_registry *reg,
+                           pk_hook *h, pk_error *err) {
     free(h->path);
-    h->path = NULL;
+    free(h->name);
+    h->path = h->name = NULL;
     if (strcmp(use, "builtin") == 0) {
         h->kind = PK_HOOK_BUILTIN;
         return PK_OK;
     }
+    const char *spec = pk_hook_registry_spec(reg, use);
     const char *path = NULL;
-    if (strncmp(use, "plugin:", 7) == 0) {
-        h->kind = PK_HOOK_PLUGIN;
-        path = use + 7;
-    } else if (strncmp(use, "cmd:", 4) == 0) {
-        h->kind = PK_HOOK_COMMAND;
-        path = use + 4;
-    } else {
+    if (!spec || pk_hook_spec_split(spec, &h->kind, &path) != 0) {
+        char names[400];
+        pk_registered_names(reg, names, sizeof(names));
+        if (strchr(use, ':') || strchr(use, '/')) {
+            return pk_error_set(err, PK_ERR_INVALID,
+                                "feedback option hooks.%s: \"%.200s\" is not a registered hook "
+                                "name; hooks are chosen by name only, and the operator registers "
+                                "them (pkgym serve --hook NAME=plugin:/abs/x.so) (%s)",
+                                name, use, names);
+        }
         return pk_error_set(err, PK_ERR_INVALID,
-                            "feedback option hooks.%s: \"%s\" is not \"builtin\", "
-                            "\"plugin:/path/x.so\" or \"cmd:/path/prog\"",
-                            name, use);
-    }
-    if (path[0] != '/') {
-        return pk_error_set(err, PK_ERR_INVALID,
-                            "feedback option hooks.%s: path must be absolute: %s", name, path);
+                            "feedback option hooks.%s: no hook named \"%.100s\" is registered "
+                            "(%s; or \"builtin\")",
+                            name, use, names);
     }
     h->path = strdup(path);
-    return h->path ? PK_OK : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    h->name = strdup(use);
+    return h->path && h->name ? PK_OK : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
 }
 
-/* A hook is "builtin" | "plugin:/x.so" | "cmd:/x", or {"use": that, "timeout_ms": n}. */
-static int pk_opt_hook(json_t *v, const char *name, pk_hook *h, pk_error *err) {
+/* A hook is "builtin" | a registered name, or {"use": that, "timeout_ms": n}. */
+static int pk_opt_hook(json_t *v, const char *name, const pk_hook_registry *reg, pk_hook *h,
+                       pk_error *err) {
     if (json_is_string(v)) {
-        return pk_opt_hook_use(json_string_value(v), name, h, err);
+        return pk_opt_hook_use(json_string_value(v), name, reg, h, err);
     }
     if (!json_is_object(v)) {
         return pk_error_set(err, PK_ERR_INVALID,
@@ -65,7 +81,7 @@ static int pk_opt_hook(json_t *v, const char *name, pk_hook *h, pk_error *err) {
     json_object_foreach(v, key, val) {
         int rc = PK_OK;
         if (strcmp(key, "use") == 0 && json_is_string(val)) {
-            rc = pk_opt_hook_use(json_string_value(val), name, h, err);
+            rc = pk_opt_hook_use(json_string_value(val), name, reg, h, err);
         } else if (strcmp(key, "timeout_ms") == 0) {
             long t = 0;
             rc = pk_opt_long(val, "hooks.<hook>.timeout_ms", 1, PK_MAX_HOOK_TIMEOUT_MS, &t, err);
@@ -81,7 +97,8 @@ static int pk_opt_hook(json_t *v, const char *name, pk_hook *h, pk_error *err) {
     return PK_OK;
 }
 
-static int pk_opt_hooks(json_t *v, pk_summarizer_options *o, pk_error *err) {
+static int pk_opt_hooks(json_t *v, const pk_hook_registry *reg, pk_summarizer_options *o,
+                        pk_error *err) {
     if (!json_is_object(v)) {
         return pk_error_set(err, PK_ERR_INVALID, "feedback option hooks: expected an object");
     }
@@ -115,7 +132,7 @@ static int pk_opt_hooks(json_t *v, pk_summarizer_options *o, pk_error *err) {
                                 "feedback, history, timeout_ms)",
                                 key);
         }
-        int rc = pk_opt_hook(val, key, &o->hooks[slot], err);
+        int rc = pk_opt_hook(val, key, reg, &o->hooks[slot], err);
         if (rc != PK_OK) {
             return rc;
         }
@@ -123,7 +140,8 @@ static int pk_opt_hooks(json_t *v, pk_summarizer_options *o, pk_error *err) {
     return PK_OK;
 }
 
-static int pk_opt_apply(json_t *root, pk_summarizer_options *o, pk_error *err) {
+static int pk_opt_apply(json_t *root, const pk_hook_registry *reg, pk_summarizer_options *o,
+                        pk_error *err) {
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
@@ -139,7 +157,7 @@ static int pk_opt_apply(json_t *root, pk_summarizer_options *o, pk_error *err) {
         } else if (strcmp(key, "summary_chars") == 0) {
             rc = pk_opt_long(val, key, 16, 1L << 20, &o->summary_chars, err);
         } else if (strcmp(key, "hooks") == 0) {
-            rc = pk_opt_hooks(val, o, err);
+            rc = pk_opt_hooks(val, reg, o, err);
         } else {
             rc = pk_error_set(
                 err, PK_ERR_INVALID,
@@ -154,7 +172,8 @@ static int pk_opt_apply(json_t *root, pk_summarizer_options *o, pk_error *err) {
     return PK_OK;
 }
 
-int pk_summarizer_options_parse(const char *options_json, pk_summarizer_options *o, pk_error *err) {
+int pk_summarizer_options_parse(const char *options_json, const pk_hook_registry *reg,
+                                pk_summarizer_options *o, pk_error *err) {
     memset(o, 0, sizeof(*o));
     o->budget_tokens = PK_DEFAULT_BUDGET_TOKENS;
     o->compile_log_chars = PK_DEFAULT_COMPILE_LOG_CHARS;
@@ -174,7 +193,7 @@ int pk_summarizer_options_parse(const char *options_json, pk_summarizer_options 
                             jerr.line, jerr.text);
     }
     int rc = json_is_object(root)
-                 ? pk_opt_apply(root, o, err)
+                 ? pk_opt_apply(root, reg, o, err)
                  : pk_error_set(err, PK_ERR_INVALID, "feedback options: expected a JSON object");
     json_decref(root);
     if (rc != PK_OK) {
@@ -186,7 +205,8 @@ int pk_summarizer_options_parse(const char *options_json, pk_summarizer_options 
 void pk_summarizer_options_free(pk_summarizer_options *o) {
     for (int i = 0; i < PK_HOOK_COUNT; i++) {
         free(o->hooks[i].path);
-        o->hooks[i].path = NULL;
+        free(o->hooks[i].name);
+        o->hooks[i].path = o->hooks[i].name = NULL;
     }
 }
 
@@ -195,6 +215,8 @@ static char *pk_opt_hook_spelling(const pk_hook *h) {
     if (h->kind == PK_HOOK_BUILTIN) {
         return strdup("builtin");
     }
+    if (h->name) /* registered: the name, which options accept back (a path they refuse) */
+        return strdup(h->name);
     pk_strbuf sb = {0};
     if (pk_strbuf_printf(&sb, "%s:%s", h->kind == PK_HOOK_PLUGIN ? "plugin" : "cmd",
                          h->path ? h->path : "") != PK_OK) {

@@ -21,6 +21,11 @@ const char *pk_summarizer_default_templates_dir(void) {
 
 int pk_summarizer_create(const char *options_json, const char *templates_dir, pk_summarizer **out,
                          pk_error *err) {
+    return pk_summarizer_create_with_hooks(options_json, NULL, templates_dir, out, err);
+}
+
+int pk_summarizer_create_with_hooks(const char *options_json, const pk_hook_registry *hooks,
+                                    const char *templates_dir, pk_summarizer **out, pk_error *err) {
     if (!out) {
         return pk_error_set(err, PK_ERR_INVALID, "pk_summarizer_create: out is NULL");
     }
@@ -29,7 +34,7 @@ int pk_summarizer_create(const char *options_json, const char *templates_dir, pk
     if (!s) {
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     }
-    int rc = pk_summarizer_options_parse(options_json, &s->opt, err);
+    int rc = pk_summarizer_options_parse(options_json, hooks, &s->opt, err);
     if (rc == PK_OK) {
         rc = pk_templates_load(
             &s->tpl, templates_dir ? templates_dir : pk_summarizer_default_templates_dir(), err);

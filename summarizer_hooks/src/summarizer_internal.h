@@ -55,9 +55,15 @@ typedef enum pk_hook_kind { PK_HOOK_BUILTIN, PK_HOOK_PLUGIN, PK_HOOK_COMMAND } p
 
 typedef struct pk_hook {
     pk_hook_kind kind;
+    char *name; /* the registered name */
     char *path; /* plugin .so or command */
     int timeout_ms;
 } pk_hook;
+
+/* Registry helpers (hook_registry.c). */
+int pk_hook_name_valid(const char *name);
+/* "plugin:/x" or "cmd:/x" -> kind and the path inside spec; -1 for anything else. */
+int pk_hook_spec_split(const char *spec, pk_hook_kind *kind, const char **path);
 
 typedef struct pk_summarizer_options {
     long budget_chars;  /* 0: no character budget */
@@ -68,8 +74,10 @@ typedef struct pk_summarizer_options {
     pk_hook hooks[PK_HOOK_COUNT];
 } pk_summarizer_options;
 
-/* Parses options_json over the defaults; unknown keys are PK_ERR_INVALID naming them. */
-int pk_summarizer_options_parse(const char *options_json, pk_summarizer_options *o, pk_error *err);
+/* Parses options_json over the defaults; unknown keys are PK_ERR_INVALID naming them. Hooks are
+ * names in reg (NULL: only "builtin"). */
+int pk_summarizer_options_parse(const char *options_json, const pk_hook_registry *reg,
+                                pk_summarizer_options *o, pk_error *err);
 void pk_summarizer_options_free(pk_summarizer_options *o);
 
 struct pk_summarizer {
@@ -81,11 +89,13 @@ struct pk_summarizer {
     int hook_fallbacks;
 };
 
-/* Runs argv[0] with input on stdin and collects stdout, in its own process group, killed after
- * timeout_ms. Fails on timeout, a signal or more than max_out bytes; otherwise *exit_code
- * gets the exit code. */
-int pk_hook_exec(char *const argv[], const char *input, size_t input_len, int timeout_ms,
-                 size_t max_out, char **out, int *exit_code, pk_error *err);
+/* Runs argv[0] inside pk_sandbox (no network, read-only file system but a private work dir and
+ * tmp, rlimits) with input on stdin and collects stdout; ro: host paths it may read besides the
+ * system's (NULL-terminated). Killed after timeout_ms. Fails on timeout, a signal, the memory
+ * limit, more than max_out bytes or a sandbox that could not start; otherwise *exit_code gets
+ * the exit code. */
+int pk_hook_exec(char *const argv[], const char *const ro[], const char *input, size_t input_len,
+                 int timeout_ms, size_t max_out, char **out, int *exit_code, pk_error *err);
 
 /* Calls the hook in slot with request_json (a JSON object without "builtin", which is added).
  * Returns the hook's text, or NULL when the slot is the built-in, or the hook failed or declined

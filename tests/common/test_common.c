@@ -1,9 +1,11 @@
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -76,6 +78,46 @@ static void files_round_trip(void **state) {
     free(sub);
 }
 
+static unsigned mode_of(const char *path) {
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    return (unsigned)(st.st_mode & 07777);
+}
+
+/* Private files and directories: created 0600 / 0700, tightened when they exist, never written
+ * through a symlink. */
+static void private_files(void **state) {
+    (void)state;
+    char dir[] = "/tmp/pk_test_private_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    mode_t old = umask(0);
+    char *data_dir = pk_path_join(dir, "x/data");
+    pk_error err = {0};
+    int tightened = -1;
+    assert_int_equal(pk_mkdir_private(data_dir, &tightened, &err), PK_OK);
+    assert_int_equal(mode_of(data_dir), 0700);
+    assert_int_equal(tightened, 0);
+    chmod(data_dir, 0755);
+    assert_int_equal(pk_mkdir_private(data_dir, &tightened, &err), PK_OK);
+    assert_int_equal(mode_of(data_dir), 0700);
+    assert_int_equal(tightened, 1);
+    char *file = pk_path_join(data_dir, "f");
+    assert_int_equal(pk_write_file(file, "a", 1, &err), PK_OK); /* the plain one: 0644 */
+    assert_int_equal(mode_of(file), 0644);
+    assert_int_equal(pk_write_file_private(file, "b", 1, &err), PK_OK);
+    assert_int_equal(mode_of(file), 0600);
+    char *link = pk_path_join(data_dir, "link");
+    assert_int_equal(symlink(file, link), 0);
+    assert_int_not_equal(pk_write_file_private(link, "c", 1, &err), PK_OK);
+    assert_int_equal(pk_write_file(file, "x", 1, &err), PK_OK);
+    assert_int_not_equal(pk_mkdir_private(file, NULL, &err), PK_OK); /* not a directory */
+    umask(old);
+    assert_int_equal(pk_rm_rf(dir), PK_OK);
+    free(link);
+    free(file);
+    free(data_dir);
+}
+
 static void utf8_repair(void **state) {
     (void)state;
     char *s = pk_utf8_sanitize("a\xe2\x82\xac b\xff c\xed\xa0\x80");
@@ -89,11 +131,9 @@ static void utf8_repair(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sha256_known_vectors),
-        cmocka_unit_test(strbuf_grows_and_formats),
-        cmocka_unit_test(status_names_round_trip),
-        cmocka_unit_test(files_round_trip),
-        cmocka_unit_test(utf8_repair),
+        cmocka_unit_test(sha256_known_vectors),    cmocka_unit_test(strbuf_grows_and_formats),
+        cmocka_unit_test(status_names_round_trip), cmocka_unit_test(files_round_trip),
+        cmocka_unit_test(private_files),           cmocka_unit_test(utf8_repair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,9 @@
 """Starts `pkgym serve` for a test on an ipc:// endpoint in a private temp dir and stops it with
-SIGTERM, checking that it exits 0. Uses Debian's python3 (python3-zmq, python3-msgpack)."""
+SIGTERM, checking that it exits 0. With curve=True it serves loopback TCP with CURVE instead
+(keys made by `pkgym keygen`; this client's key is authorized). Uses Debian's python3
+(python3-zmq, python3-msgpack)."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -16,15 +19,38 @@ import msgpack  # noqa: E402
 import zmq  # noqa: E402
 
 from pkgym_client import Client  # noqa: E402,F401
+from pkgym_client import curve as pk_curve  # noqa: E402
+
+
+def keygen(base):
+    """A key pair made by `pkgym keygen` (BASE.key, BASE.pub)."""
+    subprocess.run([os.environ["PKGYM"], "keygen", base], check=True, capture_output=True)
+    return base + ".key", base + ".pub"
 
 
 class Server:
-    def __init__(self, *extra, data_dir=None, endpoint=None):
+    def __init__(self, *extra, curve=False, data_dir=None, endpoint=None):
         self.tmp = tempfile.mkdtemp(prefix="pkgym-env-test-")
-        self.endpoint = endpoint or f"ipc://{self.tmp}/server.sock"
         self.data_dir = data_dir or os.path.join(self.tmp, "data")
+        self.curve_keys = None
+        self.fixed_endpoint = endpoint
         pkgym = os.environ["PKGYM"]
-        args = [pkgym, "serve", "--bind", self.endpoint, "--data-dir", self.data_dir]
+        if curve:
+            keys = os.path.join(self.tmp, "keys")
+            allow = os.path.join(keys, "allow")
+            os.makedirs(allow)
+            self.server_key, self.server_pub = keygen(os.path.join(keys, "server"))
+            self.client_key, client_pub = keygen(os.path.join(keys, "client"))
+            shutil.copy(client_pub, allow)
+            self.allow_dir = allow
+            self.curve_keys = pk_curve.resolve(self.server_pub, self.client_key)
+            bind = ["--bind", "tcp://127.0.0.1:*", "--curve-secret-key", self.server_key,
+                    "--curve-allow", allow]
+            self.endpoint = None  # the port the server picked, read from its log
+        else:
+            self.endpoint = self.fixed_endpoint or f"ipc://{self.tmp}/server.sock"
+            bind = ["--bind", self.endpoint]
+        args = [pkgym, "serve", *bind, "--data-dir", self.data_dir]
         build = os.environ.get("PK_BUILD_DIR")
         if build:
             args += ["--modules", os.path.join(build, "problems", "modules")]
@@ -40,6 +66,12 @@ class Server:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.output()}")
+            if self.endpoint is None:
+                m = re.search(r"bound (tcp://127\.0\.0\.1:\d+) \(CURVE\)", self.output())
+                if not m:
+                    time.sleep(0.1)
+                    continue
+                self.endpoint = m.group(1)
             s = self.socket()
             s.send_multipart([b"", msgpack.packb({"op": "hello"})])
             ok = s.poll(200)
@@ -48,13 +80,19 @@ class Server:
                 return
         raise RuntimeError(f"server not ready in {timeout_s} s:\n{self.output()}")
 
-    def socket(self, kind=zmq.DEALER):
+    def socket(self, kind=zmq.DEALER, keys="default"):
+        """A connected socket; with a CURVE server, this test's authorized key unless keys says
+        otherwise (None: no CURVE, or a pk_curve.resolve() triple)."""
         s = self.ctx.socket(kind)
         s.setsockopt(zmq.LINGER, 0)
+        pk_curve.apply(s, self.curve_keys if keys == "default" else keys)
         s.connect(self.endpoint)
         return s
 
     def client(self, timeout_s=60.0):
+        if self.curve_keys:
+            return Client(self.endpoint, timeout_s=timeout_s, context=self.ctx,
+                          curve_server_key=self.server_pub, curve_client_key=self.client_key)
         return Client(self.endpoint, timeout_s=timeout_s, context=self.ctx)
 
     def output(self):

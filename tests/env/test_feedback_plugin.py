@@ -1,6 +1,8 @@
-"""A feedback plugin is chosen per episode through reset's options: two episodes of one server,
-one with the terse example plugin and one with the verbose one, get their own feedback for the
-same response, and a third with no option gets the built-in text."""
+"""A feedback plugin is chosen per episode, by name, through reset's options: the operator
+registers the terse and verbose example plugins (--hook NAME=plugin:...); two episodes of one
+server, one with each, get their own feedback for the same response, and a third with no option
+gets the built-in text. The plugins run in the sandbox."""
+import json
 import os
 import sys
 
@@ -27,21 +29,40 @@ def feedback_of(c, hooks):
 def main():
     for path in (TERSE, VERBOSE):
         assert os.path.exists(path), f"plugin not built: {path}"
-    server = Server()
+    server = Server("--hook", f"terse=plugin:{TERSE}", "--hook", f"verbose=plugin:{VERBOSE}")
     try:
         c = server.client()
         builtin, _ = feedback_of(c, None)
-        terse, settings = feedback_of(c, f"plugin:{TERSE}")
-        verbose, _ = feedback_of(c, f"plugin:{VERBOSE}")
+        terse, settings = feedback_of(c, "terse")
+        verbose, _ = feedback_of(c, {"use": "verbose", "timeout_ms": 10000})
         print("builtin:", builtin[:120].replace("\n", " | "))
         print("terse:  ", terse[:120].replace("\n", " | "))
         print("verbose:", verbose[:120].replace("\n", " | "))
         assert terse.startswith("compile_error: ") and "\n" not in terse, terse
         assert builtin != terse and verbose != terse and verbose != builtin
-        assert TERSE in str(settings["feedback"]), "the episode's settings name its plugin"
+        assert settings["feedback"]["hooks"]["feedback"]["use"] == "terse", settings
+        assert settings["feedback"]["hook_registry"] == {"terse": f"plugin:{TERSE}"}, \
+            "the stored settings say which file the name stood for"
     finally:
         server.stop()
         server.cleanup()
+    # The same registration from the feedback config, with a server-wide default hook.
+    config = os.path.join(server.tmp + "-fb.json")
+    with open(config, "w") as f:
+        json.dump({"hook_registry": {"terse": f"plugin:{TERSE}"}, "hooks": {"feedback": "terse"}},
+                  f)
+    server = Server("--feedback-config", config)
+    try:
+        c = server.client()
+        default, settings = feedback_of(c, None)
+        assert default == terse, (default, terse)
+        assert "hook_registry" in settings["feedback"], settings
+        builtin_again, _ = feedback_of(c, "builtin")
+        assert builtin_again == builtin
+    finally:
+        server.stop()
+        server.cleanup()
+        os.unlink(config)
     print("per-episode feedback plugins: ok")
     return 0
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Load: 64 concurrent DEALER clients x 100 pipelined requests each, no reply lost or
-mismatched; then the server's RSS stays flat over 100k requests."""
+mismatched; then the server's RSS stays flat over 100k requests. --curve: the same over
+loopback TCP with CURVE."""
 import random
 import sys
 import time
@@ -116,7 +117,8 @@ def flat_rss(srv, problem_ids, total=100_000):
 
 
 def main():
-    srv = Server()
+    curve = "--curve" in sys.argv[1:]  # loopback TCP with CURVE, this client's key authorized
+    srv = Server(curve=curve)
     try:
         c = srv.client()
         problem_ids = [p["id"] for p in selftest_problems(c)] or \
@@ -131,7 +133,7 @@ def main():
         rc = srv.stop()
         srv.cleanup()
     expect(rc == 0, f"server exit code {rc}")
-    print("load: ok")
+    print(f"load{' (CURVE)' if curve else ''}: ok")
     return 0
 
 

@@ -41,7 +41,8 @@ def with_raw_field(fields, name, raw):
 
 
 def main():
-    srv = Server("--max-action-bytes", "65536")
+    curve = "--curve" in sys.argv[1:]  # loopback TCP with CURVE, this client's key authorized
+    srv = Server("--max-action-bytes", "65536", curve=curve)
     try:
         s = srv.socket()
         limits = raw_request(s, msgpack.packb({"op": "hello"}))["limits"]
@@ -117,7 +118,7 @@ def main():
         rc = srv.stop()
         srv.cleanup()
     expect(rc == 0, f"server exit code {rc}")
-    print("malformed frames: ok")
+    print(f"malformed frames{' (CURVE)' if curve else ''}: ok")
     return 0
 
 

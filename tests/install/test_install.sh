@@ -60,9 +60,11 @@ for want in "correct:correct.cu" "incorrect:wrong_rank.cu"; do
     [ "$status" = "${want%%:*}" ] || { echo "FAIL: check ${want#*:}: status '$status'"; echo "$out" | tail -20; fail=1; }
 done
 
-# The server from the installed tree, with a plugin hook (the hook host is in libexec).
+# The server from the installed tree, with a registered plugin hook (the hook host is in
+# libexec; clients name hooks, the operator registers them: docs/security.md).
 ep="ipc://$tmp/serve.sock"
-"${hidden[@]}" "$p/bin/pkgym" serve --bind "$ep" --data-dir "$tmp/data" >"$tmp/serve.log" 2>&1 &
+"${hidden[@]}" "$p/bin/pkgym" serve --bind "$ep" --data-dir "$tmp/data" \
+    --hook "terse=plugin:$p/lib/pkgym/plugins/libpk_summarizer_terse.so" >"$tmp/serve.log" 2>&1 &
 srv_pid=$!
 PYTHONPATH="$PK_SOURCE_DIR/rollout/python" ${PK_PYTHON:-python3} - "$ep" "$p" <<'PY' || fail=1
 import sys, time
@@ -74,8 +76,7 @@ for _ in range(100):
         h = c.hello(); break
     except TimeoutError:
         time.sleep(0.2)
-plugin = f"plugin:{prefix}/lib/pkgym/plugins/libpk_summarizer_terse.so"
-r = c.reset("selftest/scale", options={"feedback": {"hooks": {"feedback": plugin}}})
+r = c.reset("selftest/scale", options={"feedback": {"hooks": {"feedback": "terse"}}})
 s = c.step(r["episode"], "no code at all")
 fb = s["observation"]["feedback"]
 assert s["info"]["status"] == "format_error", s["info"]

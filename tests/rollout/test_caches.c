@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -70,6 +71,59 @@ static void test_compile_cache(void **state) {
     assert_int_equal(pk_compile_cache_store(c, key_flags, gone, &err), PK_ERR_NOT_FOUND);
     assert_null(pk_compile_cache_lookup(c, key_flags));
     pk_compile_cache_close(c);
+}
+
+static unsigned mode_of(const char *path) {
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    return (unsigned)(st.st_mode & 07777);
+}
+
+/* Cached objects are model-written code the harness loads: 0600 in 0700 directories, even
+ * under a cache root that was made group- and world-readable, and whatever the umask. */
+static void test_compile_cache_private(void **state) {
+    char base[300], obj[400], key[65];
+    snprintf(base, sizeof base, "%s/private", root);
+    assert_int_equal(mkdir(base, 0755), 0);
+    chmod(base, 0755);
+    mode_t old = umask(0);
+    pk_compile_cache *c;
+    pk_error err;
+    assert_int_equal(pk_compile_cache_open(base, &c, &err), PK_OK);
+    snprintf(obj, sizeof obj, "%s/obj.so", root);
+    assert_int_equal(pk_write_file(obj,
+                                   "\x7f"
+                                   "ELF",
+                                   4, &err),
+                     PK_OK);
+    key_of("private", "-O3", key);
+    assert_int_equal(pk_compile_cache_store(c, key, obj, &err), PK_OK);
+    char *hit = pk_compile_cache_lookup(c, key);
+    assert_non_null(hit);
+    assert_int_equal(mode_of(hit), 0600);
+    *strrchr(hit, '/') = '\0';
+    assert_int_equal(mode_of(hit), 0700); /* <root>/compile/<xx> */
+    *strrchr(hit, '/') = '\0';
+    assert_int_equal(mode_of(hit), 0700); /* <root>/compile */
+    assert_int_equal(mode_of(base), 0700);
+    free(hit);
+    pk_compile_cache_close(c);
+    char *dir = NULL;
+    assert_int_equal(pk_baseline_cache_open(base, &dir, &err), PK_OK);
+    assert_int_equal(mode_of(dir), 0700);
+    pk_baseline_key k = {.problem_id = "p",
+                         .meta_json = "{}",
+                         .world_size = 2,
+                         .device = "d",
+                         .driver = "1",
+                         .nccl = "2"};
+    pk_baseline_entry e = {12.5, 0.01, 100, 1.7e9};
+    assert_int_equal(pk_baseline_cache_store(dir, &k, &e, &err), PK_OK);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "test -z \"$(find '%s' -type f -perm /077)\"", dir);
+    assert_int_equal(system(cmd), 0); /* no entry readable by group or others */
+    free(dir);
+    umask(old);
 }
 
 static void test_baseline_cache(void **state) {
@@ -207,9 +261,9 @@ static void test_key_gate(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compile_cache),      cmocka_unit_test(test_baseline_cache),
-        cmocka_unit_test(test_baseline_staleness), cmocka_unit_test(test_host_info),
-        cmocka_unit_test(test_key_gate),
+        cmocka_unit_test(test_compile_cache),  cmocka_unit_test(test_compile_cache_private),
+        cmocka_unit_test(test_baseline_cache), cmocka_unit_test(test_baseline_staleness),
+        cmocka_unit_test(test_host_info),      cmocka_unit_test(test_key_gate),
     };
     return cmocka_run_group_tests(tests, make_root, remove_root);
 }

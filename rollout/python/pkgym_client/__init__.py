@@ -10,8 +10,9 @@
 """
 from .aio import AsyncClient
 from .client import Client, ServerError
+from .curve import AuthenticationError
 from .env import Env
 
-__all__ = ["AsyncClient", "Client", "Env", "ServerError"]
+__all__ = ["AsyncClient", "AuthenticationError", "Client", "Env", "ServerError"]
 __version__ = "0.1.0"
 PROTOCOL = 1

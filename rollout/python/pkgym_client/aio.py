@@ -5,15 +5,22 @@ import itertools
 import zmq
 import zmq.asyncio
 
+from . import curve
 from .client import DEFAULT_ENDPOINT, check, decode, encode
 from .group import reset_group, step_group
 
 
 class AsyncClient:
-    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout_s=600.0, context=None):
+    """curve_server_key / curve_client_key: as for Client."""
+
+    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout_s=600.0, context=None,
+                 curve_server_key=None, curve_client_key=None):
+        keys = curve.resolve(curve_server_key, curve_client_key)
         self._ctx = context or zmq.asyncio.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        curve.apply(self._sock, keys)
+        self._watch = curve.HandshakeWatch(self._sock, endpoint, keys)
         self._sock.connect(endpoint)
         self._ids = itertools.count(1)
         self._waiting = {}
@@ -47,6 +54,9 @@ class AsyncClient:
         await self._sock.send_multipart([b"", encode(dict(fields, op=op, id=rid))])
         try:
             return await asyncio.wait_for(fut, self.timeout_s)
+        except asyncio.TimeoutError:
+            self._watch.check()  # a refused handshake says so rather than "timeout"
+            raise
         finally:
             self._waiting.pop(rid, None)
 
@@ -100,4 +110,5 @@ class AsyncClient:
                 await self._reader
             except asyncio.CancelledError:
                 pass
+        self._watch.close()
         self._sock.close(0)

@@ -1,8 +1,11 @@
 """Blocking client: one DEALER socket; each reply is matched to its request by id."""
 import itertools
+import time
 
 import msgpack
 import zmq
+
+from . import curve
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -34,15 +37,24 @@ def decode(frame):
 
 
 class Client:
-    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout_s=600.0, context=None):
+    """curve_server_key / curve_client_key: for a server with CURVE (pkgym_client.curve);
+    default: PKGYM_CURVE_SERVER_KEY / PKGYM_CURVE_CLIENT_KEY when set. A server that refuses
+    the handshake raises curve.AuthenticationError."""
+
+    def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout_s=600.0, context=None,
+                 curve_server_key=None, curve_client_key=None):
+        keys = curve.resolve(curve_server_key, curve_client_key)
         self._ctx = context or zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
+        curve.apply(self._sock, keys)
+        self._watch = curve.HandshakeWatch(self._sock, endpoint, keys)
         self._sock.connect(endpoint)
         self._ids = itertools.count(1)
         self.timeout_s = timeout_s
 
     def close(self):
+        self._watch.close()
         self._sock.close(0)
 
     def __enter__(self):
@@ -56,8 +68,10 @@ class Client:
         rid = next(self._ids)
         msg = dict(fields, op=op, id=rid)
         self._sock.send_multipart([b"", encode(msg)])
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            if not self._sock.poll(int(self.timeout_s * 1000)):
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0 or not self._watch.wait(left_ms):
                 raise TimeoutError(f"no reply to {op} within {self.timeout_s} s")
             reply = decode(self._sock.recv_multipart()[-1])
             if reply.get("id") == rid:

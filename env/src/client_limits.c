@@ -1,0 +1,70 @@
+/* Per-client accounting (client_limits.h). */
+#include "client_limits.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t bucket_of(const char *id) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const char *p = id; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return (size_t)(h % PK_CLIENT_BUCKETS);
+}
+
+void pk_client_identity(zmq_msg_t *body, const pk_envelope *env, char out[PK_CLIENT_ID_MAX]) {
+    const char *user = body ? zmq_msg_gets(body, "User-Id") : NULL;
+    if (user && *user) {
+        snprintf(out, PK_CLIENT_ID_MAX, "key:%.80s", user);
+        return;
+    }
+    int n = snprintf(out, PK_CLIENT_ID_MAX, "peer:");
+    size_t len = env->n > 0 ? env->len[0] : 0;
+    for (size_t i = 0; i < len && n + 3 < PK_CLIENT_ID_MAX; i++)
+        n += snprintf(out + n, PK_CLIENT_ID_MAX - (size_t)n, "%02x",
+                      (unsigned char)env->frame[0][i]);
+}
+
+pk_client_entry *pk_client_get(pk_client_table *t, const char *id) {
+    size_t b = bucket_of(id);
+    for (pk_client_entry *c = t->bucket[b]; c; c = c->next)
+        if (strcmp(c->id, id) == 0)
+            return c;
+    pk_client_entry *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    c->table = t;
+    c->next = t->bucket[b];
+    t->bucket[b] = c;
+    t->count++;
+    return c;
+}
+
+void pk_client_drop_if_unused(pk_client_entry *c) {
+    if (!c || c->episodes > 0 || c->steps > 0)
+        return;
+    pk_client_table *t = c->table;
+    for (pk_client_entry **p = &t->bucket[bucket_of(c->id)]; *p; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            t->count--;
+            free(c);
+            return;
+        }
+    }
+}
+
+void pk_client_release(pk_client_entry *c, int episode, int step) {
+    if (!c)
+        return;
+    c->episodes -= episode;
+    c->steps -= step;
+    pk_client_drop_if_unused(c);
+}
+
+void pk_client_short_id(const pk_client_entry *c, char *out, size_t cap) {
+    size_t n = strlen(c->id);
+    snprintf(out, cap, "%.17s%s", c->id, n > 17 ? "..." : "");
+}

@@ -1,0 +1,251 @@
+/* A job's files are for the server's user only: the job directory (and the jobs root) 0700,
+ * every file in it (source, compiled object, markers, what the sandboxed compile and run
+ * wrote) without group or other permissions. They hold model-written code that the harness
+ * loads: another local user must not read or swap it. And what the candidate leaves in its
+ * work dir is read back without following links or blocking on FIFOs. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pk_harness.h"
+
+static const char *correct_scale =
+    "#include \"pk_ctx.h\"\n"
+    "extern \"C\" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {\n"
+    "    for (size_t i = 0; i < n; i++)\n"
+    "        y[i] = 3.0f * x[i] + (float)ctx->rank;\n"
+    "    return 0;\n"
+    "}\n";
+
+static unsigned mode_of(const char *path) {
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    return (unsigned)(st.st_mode & 07777);
+}
+
+/* Every entry below dir: directories 0700, files without group/other bits. Returns the count. */
+static int check_tree(const char *dir) {
+    assert_int_equal(mode_of(dir), 0700);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        assert_int_equal(lstat(path, &st), 0);
+        if (S_ISDIR(st.st_mode)) {
+            n += check_tree(path);
+        } else if (st.st_mode & 077) {
+            fail_msg("%s has mode %03o: group or others can reach it", path,
+                     (unsigned)(st.st_mode & 0777));
+        } else {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_job_files_private(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &set, &err), PK_OK);
+    const pk_problem *scale = pk_problem_set_find(set, "selftest/scale");
+    assert_non_null(scale);
+    char base[] = "/tmp/pk-test-job-files-XXXXXX", root[300];
+    assert_non_null(mkdtemp(base));
+    snprintf(root, sizeof root, "%s/jobs", base);
+
+    pk_eval_opts o;
+    pk_eval_opts_default(&o);
+    o.work_root = root;
+    o.skip_timing = 1;
+    o.trials = 1;
+    o.seed = 3;
+    o.keep_workdir = 1;
+    pk_eval_result res;
+    pk_eval_result_init(&res);
+    pk_job *job = NULL;
+    assert_int_equal(pk_job_create(scale, correct_scale, &o, &job, &res, &err), PK_OK);
+    assert_int_equal(pk_job_warm(job, NULL, 0, &err), PK_OK); /* the go marker too */
+    assert_int_equal(pk_job_compile(job, &res, &err), PK_OK);
+    assert_non_null(pk_job_object_path(job));
+    char object[600], dir[600];
+    snprintf(object, sizeof object, "%s", pk_job_object_path(job));
+    snprintf(dir, sizeof dir, "%s", object);
+    *strrchr(dir, '/') = '\0';
+    assert_int_equal(pk_job_run(job, NULL, 0, &res, &err), PK_OK);
+    assert_int_equal(res.status, PK_STATUS_CORRECT);
+
+    assert_int_equal(mode_of(root), 0700);
+    assert_int_equal(mode_of(object), 0600);
+    int files = check_tree(dir);
+    printf("job dir %s: %d files, all private\n", dir, files);
+    assert_true(files >= 4); /* source, object, result, go marker at least */
+    pk_job_free(job);
+    pk_eval_result_free(&res);
+
+    /* A cached object copied into a job: private as well. */
+    pk_eval_result_init(&res);
+    assert_int_equal(pk_job_create(scale, correct_scale, &o, &job, &res, &err), PK_OK);
+    char copy[700];
+    snprintf(copy, sizeof copy, "%s.cached", object);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(pk_read_file(object, &data, &len, &err), PK_OK);
+    assert_int_equal(pk_write_file(copy, data, len, &err), PK_OK);
+    free(data);
+    assert_int_equal(pk_job_use_object(job, copy, &res, &err), PK_OK);
+    assert_int_equal(mode_of(pk_job_object_path(job)), 0600);
+    pk_job_free(job);
+    pk_eval_result_free(&res);
+
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    pk_problem_set_free(set);
+}
+
+/* A jobs root that another user owns is refused: its owner could swap our jobs' files. */
+static void test_foreign_jobs_root_refused(void **state) {
+    (void)state;
+    if (geteuid() != 0) {
+        skip(); /* only root can make a directory owned by someone else */
+    }
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &set, &err), PK_OK);
+    const pk_problem *scale = pk_problem_set_find(set, "selftest/scale");
+    char root[] = "/tmp/pk-test-job-foreign-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    assert_int_equal(chown(root, 65534, 65534), 0);
+    assert_int_equal(chmod(root, 0777), 0);
+    pk_eval_opts o;
+    pk_eval_opts_default(&o);
+    o.work_root = root;
+    pk_eval_result res;
+    pk_eval_result_init(&res);
+    pk_job *job = NULL;
+    assert_int_not_equal(pk_job_create(scale, correct_scale, &o, &job, &res, &err), PK_OK);
+    assert_non_null(strstr(err.message, "not by us"));
+    pk_eval_result_free(&res);
+    rmdir(root);
+    pk_problem_set_free(set);
+}
+
+/* A rank's progress marker becomes a symlink to a host file, or a FIFO, while its candidate
+ * hangs: the harness reads the markers on the timeout path, and must neither show the host
+ * file's contents in the verdict nor block. A candidate could only do this by getting past the
+ * symbol checks and the raw-syscall scan (docs/sandbox.md: it shares the runner's address space,
+ * so libc is reachable by computed addresses); the test plays that candidate from outside the
+ * sandbox, replacing the marker as soon as rank 0 is inside the hanging candidate. */
+static const char *hanging_candidate =
+    "#include \"pk_ctx.h\"\n"
+    "extern \"C\" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {\n"
+    "    for (volatile long i = 0;; i++) {\n"
+    "    }\n"
+    "    return 0;\n"
+    "}\n";
+
+typedef struct swap_args {
+    const char *root, *secret;
+    int fifo;
+    volatile int done; /* set by either thread; a test's poll loop needs no stronger ordering */
+} swap_args;
+
+/* Waits for rank0.progress of the job under root to say "candidate", then replaces it. */
+static void *swap_marker(void *arg) {
+    swap_args *a = arg;
+    for (int tries = 0; tries < 4000 && !a->done; tries++) {
+        DIR *d = opendir(a->root);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (strncmp(e->d_name, "job-", 4) != 0)
+                continue;
+            char path[700], buf[32] = "";
+            snprintf(path, sizeof path, "%s/%s/rank0.progress", a->root, e->d_name);
+            FILE *f = fopen(path, "r");
+            if (f) {
+                if (!fgets(buf, sizeof buf, f))
+                    buf[0] = 0;
+                fclose(f);
+            }
+            if (strncmp(buf, "candidate", 9) == 0) {
+                unlink(path);
+                int rc = a->fifo ? mkfifo(path, 0600) : symlink(a->secret, path);
+                a->done = rc == 0 ? 1 : -1;
+            }
+        }
+        if (d)
+            closedir(d);
+        usleep(5000);
+    }
+    return NULL;
+}
+
+static void test_markers_never_followed(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &set, &err), PK_OK);
+    const pk_problem *scale = pk_problem_set_find(set, "selftest/scale");
+    char base[] = "/tmp/pk-test-job-markers-XXXXXX", secret[300], root[300];
+    assert_non_null(mkdtemp(base));
+    snprintf(secret, sizeof secret, "%s/secret", base);
+    snprintf(root, sizeof root, "%s/jobs", base);
+    assert_int_equal(pk_write_file_private(secret, "TOPSECRET-host-file 2", 21, &err), PK_OK);
+    for (int fifo = 0; fifo <= 1; fifo++) {
+        pk_eval_opts o;
+        pk_eval_opts_default(&o);
+        o.work_root = root;
+        o.skip_timing = 1;
+        o.trials = 1;
+        o.run_timeout_ms = 3000;
+        pk_eval_result res;
+        pk_eval_result_init(&res);
+        swap_args sw = {root, secret, fifo, 0};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, swap_marker, &sw), 0);
+        double t0 = pk_now_ms();
+        assert_int_equal(pk_harness_evaluate(scale, hanging_candidate, &o, &res, &err), PK_OK);
+        double took = pk_now_ms() - t0;
+        sw.done = sw.done ? sw.done : 2; /* stops the thread if it never swapped */
+        pthread_join(th, NULL);
+        printf("%s: %s: %s (%.0f ms)\n", fifo ? "fifo" : "symlink", pk_status_name(res.status),
+               res.reason, took);
+        assert_int_equal(sw.done, 1); /* the marker was replaced while the rank hung */
+        assert_int_equal(res.status, PK_STATUS_TIMEOUT);
+        if (strstr(res.reason, "TOPSECRET"))
+            fail_msg("the verdict shows the host file: %s", res.reason);
+        assert_true(took < 60000);
+        pk_eval_result_free(&res);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    pk_problem_set_free(set);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_files_private),
+        cmocka_unit_test(test_foreign_jobs_root_refused),
+        cmocka_unit_test(test_markers_never_followed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
