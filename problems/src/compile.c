@@ -35,8 +35,16 @@ static const char *const host_flags[] = {"-x",
                                          "-I" PK_MPI_INCLUDE,
                                          NULL};
 
+/* "libraries": ["cublas"]: the candidate may call cuBLAS and cuBLASLt. */
+static const char *const cublas_flags[] = {"-lcublas", "-lcublasLt", NULL};
+
 static const char *const *flags_of(const pk_job *job) {
     return job->p->device_gpu ? gpu_flags : host_flags;
+}
+
+static const char *const *extra_flags_of(const pk_job *job) {
+    static const char *const none[] = {NULL};
+    return job->p->link_cublas ? cublas_flags : none;
 }
 
 /* The flags, as one string, recorded in the result and hashed into the compile key. */
@@ -44,6 +52,8 @@ void pk_job_compile_flags(const pk_job *job, char *out, size_t cap) {
     size_t used = 0;
     out[0] = 0;
     for (const char *const *f = flags_of(job); *f && used < cap; f++)
+        used += (size_t)snprintf(out + used, cap - used, "%s ", *f);
+    for (const char *const *f = extra_flags_of(job); *f && used < cap; f++)
         used += (size_t)snprintf(out + used, cap - used, "%s ", *f);
     if (used < cap)
         snprintf(out + used, cap - used, "-I%s", job->paths.include_dir);
@@ -60,6 +70,8 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err) {
     for (const char *const *f = flags_of(job); *f; f++)
         argv[n++] = (char *)*f;
     argv[n++] = inc;
+    for (const char *const *f = extra_flags_of(job); *f; f++)
+        argv[n++] = (char *)*f; /* libraries after the sources' position is fine for -shared */
     argv[n++] = job->src_path;
     argv[n++] = "-o";
     argv[n++] = job->so_path;

@@ -73,19 +73,20 @@ static const char *const base_allow[] = {
     "__gmon_start__",
 };
 static const char *const gpu_allow[] = {"nccl*"};
+static const char *const cublas_allow[] = {"cublas*"}; /* cublas* and cublasLt* */
 static const char *const host_allow[] = {"MPI_*", "ompi_mpi_*"};
 
 /* Names a candidate must not define: they would interpose the runtime, NCCL, MPI, libc, the
  * dynamic loader, threads or the harness. */
 static const char *const protected_names[] = {
-    "cuda*",     "__cuda*",   "nccl*",  "pnccl*",       "MPI_*",   "PMPI_*",    "ompi_*",
-    "pk_*",      "pthread_*", "dl*",    "__libc_*",     "malloc",  "free",      "calloc",
-    "realloc",   "mem*",      "str*",   "printf",       "fprintf", "vprintf",   "vfprintf",
-    "puts",      "write",     "read",   "open*",        "close",   "fopen*",    "fclose",
-    "fwrite",    "fread",     "clock*", "gettimeofday", "time",    "nanosleep", "usleep",
-    "sleep",     "exit",      "_exit",  "abort",        "getenv",  "setenv",    "fork",
-    "exec*",     "system",    "mmap*",  "munmap",       "syscall", "ioctl",     "signal",
-    "sigaction", "raise",     "kill",
+    "cuda*",    "__cuda*",   "nccl*",     "pnccl*", "MPI_*",        "PMPI_*",  "ompi_*",
+    "cublas*",  "pk_*",      "pthread_*", "dl*",    "__libc_*",     "malloc",  "free",
+    "calloc",   "realloc",   "mem*",      "str*",   "printf",       "fprintf", "vprintf",
+    "vfprintf", "puts",      "write",     "read",   "open*",        "close",   "fopen*",
+    "fclose",   "fwrite",    "fread",     "clock*", "gettimeofday", "time",    "nanosleep",
+    "usleep",   "sleep",     "exit",      "_exit",  "abort",        "getenv",  "setenv",
+    "fork",     "exec*",     "system",    "mmap*",  "munmap",       "syscall", "ioctl",
+    "signal",   "sigaction", "raise",     "kill",
 };
 
 #define N(a) (sizeof a / sizeof *a)
@@ -146,7 +147,8 @@ static void classify(const pk_problem *p, const char *name, int defined, int is_
     }
     int ok = in_list(base_allow, N(base_allow), name) || in_string_list(&p->allowed_calls, name) ||
              (p->device_gpu ? in_list(gpu_allow, N(gpu_allow), name)
-                            : in_list(host_allow, N(host_allow), name));
+                            : in_list(host_allow, N(host_allow), name)) ||
+             (p->link_cublas && in_list(cublas_allow, N(cublas_allow), name));
     if (!ok)
         offend(unknown, name);
 }
