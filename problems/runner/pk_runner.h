@@ -254,6 +254,7 @@ typedef struct rank_step {
 } rank_step;
 
 /* rank.c pieces the timing code uses. */
+uint64_t rn_arg_key(const rank_state *rs, int key, int arg); /* the stream of one argument */
 void *rn_arg_ptr(rank_state *rs, int slot, int i);
 void rn_make_call(rank_state *rs, int slot, int ref_outputs, pk_problem_call *c);
 int rn_call_candidate(rank_state *rs, const pk_problem_call *c);

@@ -17,6 +17,12 @@ void *rn_arg_ptr(rank_state *rs, int slot, int i) {
     return (char *)rs->ctx.sym_base + (size_t)slot * rs->lay.set_bytes + rs->lay.arg_off[i];
 }
 
+uint64_t rn_arg_key(const rank_state *rs, int key, int arg) {
+    /* Replicated and sharded arguments are one draw for all ranks: rank 0's stream. */
+    int rank = rs->p->args[arg].gen.scope == PK_GEN_PER_RANK ? rs->ctx.rank : 0;
+    return rn_stream_key(rs->o->seed, key, rank, arg);
+}
+
 void rn_make_call(rank_state *rs, int slot, int ref_outputs, pk_problem_call *c) {
     memset(c, 0, sizeof *c);
     c->ctx = &rs->ctx;
@@ -109,7 +115,9 @@ static int setup_samples(rank_state *rs, rank_step *st) {
 static int setup_buffers(rank_state *rs, rank_step *st) {
     for (int i = 0; i < rs->p->n_args; i++) {
         const pk_gen_spec *g = &rs->p->args[i].gen;
-        rs->gen[i] = (rn_gen){(int)g->kind, g->a, g->b, rs->sz.gen_lo[i], rs->sz.gen_hi[i]};
+        uint64_t offset =
+            g->scope == PK_GEN_SHARDED ? (uint64_t)rs->ctx.rank * (uint64_t)rs->sz.counts[i] : 0;
+        rs->gen[i] = (rn_gen){(int)g->kind, g->a, g->b, rs->sz.gen_lo[i], rs->sz.gen_hi[i], offset};
     }
     if (rn_layout_make(rs->p, &rs->sz, rs->b.l2_bytes, &rs->lay))
         return rn_fail(st, "too many arguments and slots for the guard zones");
@@ -153,8 +161,8 @@ int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st) {
             rc = rs->b.poison(&rs->b, dst, a->dtype, rs->sz.counts[i]) ||
                  rs->b.poison(&rs->b, rs->ref_out[i], a->dtype, rs->sz.counts[i]);
         else
-            rc = rs->b.generate(&rs->b, dst, a->dtype, rs->sz.counts[i],
-                                rn_stream_key(rs->o->seed, key, rs->ctx.rank, i), &rs->gen[i]);
+            rc = rs->b.generate(&rs->b, dst, a->dtype, rs->sz.counts[i], rn_arg_key(rs, key, i),
+                                &rs->gen[i]);
     }
     if (!rc && rs->mod->generate) { /* problem-specific inputs, enqueued on ctx->stream */
         pk_problem_call c;

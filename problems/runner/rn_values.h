@@ -15,10 +15,12 @@ typedef struct rn_gen {
     int kind; /* pk_gen_kind */
     double a, b;
     long long lo, hi; /* int: [lo, hi]; index: [0, hi) */
+    uint64_t offset;  /* element i is drawn as element offset + i (sharded scope) */
 } rn_gen;
 
 /* Element i of the stream `key`, as a double (integers are exact up to 2^53). */
 static inline PK_HD double rn_gen_value(const rn_gen *g, int integer, uint64_t key, size_t i) {
+    i += g->offset;
     switch (g->kind) {
     case 0: { /* normal: Box-Muller from two independent uniforms */
         double u1 = pk_splitmix_unit(key + 2 * (uint64_t)i);

@@ -31,7 +31,7 @@ static int regen_inputs(rank_state *rs, int slot, int key) {
         const pk_arg_spec *a = &rs->p->args[i];
         if (a->role != PK_ARG_OUTPUT)
             rc = rs->b.generate(&rs->b, rn_arg_ptr(rs, slot, i), a->dtype, rs->sz.counts[i],
-                                rn_stream_key(rs->o->seed, key, rs->ctx.rank, i), &rs->gen[i]);
+                                rn_arg_key(rs, key, i), &rs->gen[i]);
     }
     if (!rc && rs->mod->generate) {
         pk_problem_call c;

@@ -23,10 +23,16 @@ typedef enum pk_gen_kind {
     PK_GEN_INDEX,      /* index(n): valid indices in [0, n) */
 } pk_gen_kind;
 
+/* Whose draw an argument holds: its own per rank (default), the same on every rank
+ * ("replicated"), or its slice of one global tensor ("sharded": rank r holds global elements
+ * [r*count, (r+1)*count)). */
+typedef enum pk_gen_scope { PK_GEN_PER_RANK = 0, PK_GEN_REPLICATED, PK_GEN_SHARDED } pk_gen_scope;
+
 typedef struct pk_gen_spec {
     pk_gen_kind kind;
     double a, b;         /* normal: mean, std; uniform: lo, hi */
     char lo[64], hi[64]; /* int: [lo, hi]; index: hi; expressions over dims and world */
+    pk_gen_scope scope;  /* meta.json "scope" */
 } pk_gen_spec;
 
 /* How an output is judged. */

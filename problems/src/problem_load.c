@@ -142,13 +142,22 @@ static int load_arg_extras(loader *ld, json_t *a, pk_arg_spec *s) {
     if (copy_string(ld, a, "gen", gen, sizeof gen, 0) ||
         load_tolerance(ld, a, "args.tolerance", &s->atol, &s->rtol) || load_checker(ld, a, s))
         return PK_ERR_INVALID;
-    if (!gen[0]) {
-        pk_gen_default(s->dtype, &s->gen);
-        return PK_OK;
-    }
+    char scope[16];
+    if (copy_string(ld, a, "scope", scope, sizeof scope, 0))
+        return PK_ERR_INVALID;
     pk_error e;
-    if (pk_gen_parse(gen, s->dtype, &s->gen, &e))
+    if (!gen[0])
+        pk_gen_default(s->dtype, &s->gen);
+    else if (pk_gen_parse(gen, s->dtype, &s->gen, &e))
         return bad(ld, "args.gen", e.message);
+    if (!scope[0] || strcmp(scope, "rank") == 0)
+        s->gen.scope = PK_GEN_PER_RANK;
+    else if (strcmp(scope, "replicated") == 0)
+        s->gen.scope = PK_GEN_REPLICATED;
+    else if (strcmp(scope, "sharded") == 0)
+        s->gen.scope = PK_GEN_SHARDED;
+    else
+        return bad(ld, "args.scope", "must be rank, replicated or sharded");
     return PK_OK;
 }
 
