@@ -153,6 +153,9 @@ typedef struct pk_eval_opts {
     /* Absolute directory: each trial's inputs and reference outputs are written there, per
      * rank, with a manifest.json (bench/pkb-crosscheck reads them). NULL: none. */
     const char *dump_dir;
+    /* Dims override for this run ("NAME=VALUE,..." or a preset such as "pkb"); the caller
+     * applies it to its own copy of the problem too (pk_problem_override_dims). NULL: none. */
+    const char *dims;
 } pk_eval_opts;
 
 void pk_eval_opts_default(pk_eval_opts *o);

@@ -2,6 +2,7 @@
 // one NCCL window, with an ncclDevComm for the device API), kernels for generation, poisoning
 // and comparison, and per-iteration CUDA events on ctx->stream.
 #include "pk_runner.h"
+#include "rn_elem.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -51,51 +52,13 @@ static int nccl_fail(rn_backend *b, ncclResult_t r, const char *what) {
             return cuda_fail(b, e_, #call);                                                        \
     } while (0)
 
-__device__ double dev_load(const void *p, int t, size_t i) {
-    switch (t) {
-    case PK_DTYPE_BF16:
-        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
-    case PK_DTYPE_F16:
-        return __half2float(((const __half *)p)[i]);
-    case PK_DTYPE_F32:
-        return ((const float *)p)[i];
-    case PK_DTYPE_F64:
-        return ((const double *)p)[i];
-    case PK_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    default:
-        return (double)((const int64_t *)p)[i];
-    }
-}
-
-__device__ void dev_store(void *p, int t, size_t i, double v) {
-    switch (t) {
-    case PK_DTYPE_BF16:
-        ((__nv_bfloat16 *)p)[i] = __float2bfloat16((float)v);
-        break;
-    case PK_DTYPE_F16:
-        ((__half *)p)[i] = __float2half((float)v);
-        break;
-    case PK_DTYPE_F32:
-        ((float *)p)[i] = (float)v;
-        break;
-    case PK_DTYPE_F64:
-        ((double *)p)[i] = v;
-        break;
-    case PK_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
-        break;
-    default:
-        ((int64_t *)p)[i] = (int64_t)v;
-    }
-}
-
 // Same values as the host generator (rn_values.h).
 __global__ void generate_kernel(void *p, int t, size_t n, uint64_t key, rn_gen g) {
-    const int integer = t == PK_DTYPE_I32 || t == PK_DTYPE_I64;
+    const int integer =
+        t == PK_DTYPE_I32 || t == PK_DTYPE_I64 || t == PK_DTYPE_I8 || t == PK_DTYPE_U8;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        dev_store(p, t, i, rn_gen_value(&g, integer, key, i));
+        rn_store(p, t, i, rn_gen_value(&g, integer, key, i));
 }
 
 __global__ void positions_kernel(uint64_t *pos, uint64_t key, size_t count, size_t n) {
@@ -168,22 +131,17 @@ __global__ void flush_kernel(const uint4 *p, size_t n, unsigned *sink) {
 
 __global__ void poison_kernel(void *p, int t, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        if (t == PK_DTYPE_I32)
-            ((int32_t *)p)[i] = 0x7f7f7f7f;
-        else if (t == PK_DTYPE_I64)
-            ((int64_t *)p)[i] = 0x7f7f7f7f7f7f7f7fLL;
-        else
-            dev_store(p, t, i, nan(""));
-    }
+         i += (size_t)gridDim.x * blockDim.x)
+        rn_poison(p, t, i);
 }
 
-// out[0] max abs (as ordered bits), out[1] max rel, out[2] first bad index (atomicMin).
+// out[0] max abs (as ordered bits), out[1] max rel, out[2] first bad index (atomicMin),
+// out[3] elements outside the tolerance, out[4] the largest ulp distance among them.
 __global__ void compare_kernel(const void *got, const void *want, int t, size_t n, double atol,
                                double rtol, unsigned long long *out) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        double g = dev_load(got, t, i), w = dev_load(want, t, i);
+        double g = rn_load(got, t, i), w = rn_load(want, t, i);
         double abs_err = fabs(g - w), rel_err = w != 0 ? abs_err / fabs(w) : abs_err;
         bool nan_seen = isnan(g) || isnan(w);
         bool ok = !nan_seen && abs_err <= atol + rtol * fabs(w);
@@ -194,9 +152,33 @@ __global__ void compare_kernel(const void *got, const void *want, int t, size_t 
             atomicMax(&out[0], (unsigned long long)__double_as_longlong(abs_err));
         if (rel_err > 0)
             atomicMax(&out[1], (unsigned long long)__double_as_longlong(rel_err));
-        if (!ok)
+        if (!ok) {
             atomicMin(&out[2], (unsigned long long)i);
+            atomicAdd(&out[3], 1ULL);
+            atomicMax(&out[4],
+                      (unsigned long long)(nan_seen ? ~0ULL : rn_ulp_distance(got, want, t, i)));
+        }
     }
+}
+
+// out[0] += sum of squares (one atomic per block).
+__global__ void sumsq_kernel(const void *p, int t, size_t n, double *out) {
+    __shared__ double part[256];
+    double acc = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        double v = rn_load(p, t, i);
+        acc += v == v ? v * v : 0.0;
+    }
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        atomicAdd(out, part[0]);
 }
 
 __global__ void equal_kernel(const unsigned char *x, const unsigned char *y, size_t n, int *diff) {
@@ -359,55 +341,43 @@ static int gpu_equal(rn_backend *b, const void *x, const void *y, size_t bytes, 
 
 static int gpu_compare(rn_backend *b, const void *got, const void *want, pk_dtype t, size_t n,
                        double atol, double rtol, rn_compare *out) {
-    unsigned long long init[3] = {0, 0, ~0ULL}, res[3];
-    if (n == 0) {
-        memset(out, 0, sizeof *out);
-        out->bad_index = -1;
+    unsigned long long init[5] = {0, 0, ~0ULL, 0, 0}, res[5];
+    memset(out, 0, sizeof *out);
+    out->bad_index = -1;
+    if (n == 0)
         return 0;
-    }
     unsigned long long *d = (unsigned long long *)g_state.cmp;
     CU(b, cudaMemcpyAsync(d, init, sizeof init, cudaMemcpyHostToDevice, g_state.harness));
     compare_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(got, want, (int)t, n, atol, rtol, d);
     CU(b, cudaMemcpyAsync(res, d, sizeof res, cudaMemcpyDeviceToHost, g_state.harness));
     CU(b, cudaStreamSynchronize(g_state.harness));
-    memset(out, 0, sizeof *out);
     memcpy(&out->max_abs, &res[0], sizeof(double));
     memcpy(&out->max_rel, &res[1], sizeof(double));
     out->bad_index = res[2] == ~0ULL ? -1 : (long long)res[2];
+    out->n_bad = (long long)res[3];
+    out->max_ulp = res[4];
     if (out->bad_index >= 0) {
         size_t es = pk_dtype_size(t), i = (size_t)out->bad_index;
         unsigned char gv[8] = {0}, wv[8] = {0};
         CU(b, cudaMemcpy(gv, (const char *)got + i * es, es, cudaMemcpyDeviceToHost));
         CU(b, cudaMemcpy(wv, (const char *)want + i * es, es, cudaMemcpyDeviceToHost));
-        float f;
-        switch (t) {
-        case PK_DTYPE_BF16:
-            out->got = __bfloat162float(*(__nv_bfloat16 *)gv);
-            out->expected = __bfloat162float(*(__nv_bfloat16 *)wv);
-            break;
-        case PK_DTYPE_F16:
-            out->got = __half2float(*(__half *)gv);
-            out->expected = __half2float(*(__half *)wv);
-            break;
-        case PK_DTYPE_F32:
-            memcpy(&f, gv, 4);
-            out->got = f;
-            memcpy(&f, wv, 4);
-            out->expected = f;
-            break;
-        case PK_DTYPE_F64:
-            memcpy(&out->got, gv, 8);
-            memcpy(&out->expected, wv, 8);
-            break;
-        case PK_DTYPE_I32:
-            out->got = *(int32_t *)gv;
-            out->expected = *(int32_t *)wv;
-            break;
-        default:
-            out->got = (double)*(int64_t *)gv;
-            out->expected = (double)*(int64_t *)wv;
-        }
+        out->got = rn_load(gv, (int)t, 0);
+        out->expected = rn_load(wv, (int)t, 0);
     }
+    return 0;
+}
+
+static int gpu_rms(rn_backend *b, const void *p, pk_dtype t, size_t n, double *out) {
+    *out = 0;
+    if (n == 0)
+        return 0;
+    double *d = (double *)g_state.cmp + 512; // clear of compare's and the peer table's slots
+    CU(b, cudaMemsetAsync(d, 0, sizeof(double), g_state.harness));
+    sumsq_kernel<<<grid_for(n), 256, 0, g_state.harness>>>(p, (int)t, n, d);
+    double sum = 0;
+    CU(b, cudaMemcpyAsync(&sum, d, sizeof sum, cudaMemcpyDeviceToHost, g_state.harness));
+    CU(b, cudaStreamSynchronize(g_state.harness));
+    *out = sqrt(sum / (double)n);
     return 0;
 }
 
@@ -573,6 +543,7 @@ extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
     b->use_timed_stream = gpu_use_timed_stream;
     b->setup_arena = gpu_setup_arena;
     b->to_host = gpu_to_host;
+    b->rms = gpu_rms;
     b->fini = gpu_fini;
     ctx->device = g->rank; // CUDA_VISIBLE_DEVICES holds exactly the job's GPUs
     // Device setup has no collectives; all ranks agree on its outcome before NCCL init, so

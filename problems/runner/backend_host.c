@@ -1,5 +1,6 @@
 /* Host backend (selftest problems): buffers in host memory, loops, wall-clock timing. */
 #include "pk_runner.h"
+#include "rn_elem.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,82 +25,13 @@ static void host_free(rn_backend *b, void *p) {
     free(p);
 }
 
-static uint16_t f32_to_f16(float f) { /* exact for the generator's values, else truncates */
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xff, man = x & 0x7fffff;
-    if (exp == 0xff)
-        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-    int e = (int)exp - 127 + 15;
-    if (e >= 31)
-        return (uint16_t)(sign | 0x7c00);
-    if (e <= 0) {
-        if (e < -10)
-            return (uint16_t)sign;
-        man |= 0x800000;
-        return (uint16_t)(sign | (man >> (14 - e)));
-    }
-    return (uint16_t)(sign | (uint32_t)e << 10 | man >> 13);
-}
-
-static double f16_to_double(uint16_t h) {
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m | 0x400, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-static double load(const void *p, pk_dtype t, size_t i) {
-    switch (t) {
-    case PK_DTYPE_BF16: {
-        uint32_t x = (uint32_t)((const uint16_t *)p)[i] << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        return f;
-    }
-    case PK_DTYPE_F16:
-        return f16_to_double(((const uint16_t *)p)[i]);
-    case PK_DTYPE_F32:
-        return ((const float *)p)[i];
-    case PK_DTYPE_F64:
-        return ((const double *)p)[i];
-    case PK_DTYPE_I32:
-        return ((const int32_t *)p)[i];
-    default:
-        return (double)((const int64_t *)p)[i];
-    }
-}
-
-static void store(void *p, pk_dtype t, size_t i, double v) {
-    float f = (float)v;
-    uint32_t x;
-    switch (t) {
-    case PK_DTYPE_BF16:
-        memcpy(&x, &f, 4);
-        ((uint16_t *)p)[i] = (uint16_t)(x >> 16);
-        break;
-    case PK_DTYPE_F16:
-        ((uint16_t *)p)[i] = f32_to_f16(f);
-        break;
-    case PK_DTYPE_F32:
-        ((float *)p)[i] = f;
-        break;
-    case PK_DTYPE_F64:
-        ((double *)p)[i] = v;
-        break;
-    case PK_DTYPE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
-        break;
-    default:
-        ((int64_t *)p)[i] = (int64_t)v;
-    }
-}
-
 static int host_generate(rn_backend *b, void *p, pk_dtype t, size_t count, uint64_t key,
                          const rn_gen *gen) {
     (void)b;
-    const int integer = t == PK_DTYPE_I32 || t == PK_DTYPE_I64;
+    const int integer =
+        t == PK_DTYPE_I32 || t == PK_DTYPE_I64 || t == PK_DTYPE_I8 || t == PK_DTYPE_U8;
     for (size_t i = 0; i < count; i++)
-        store(p, t, i, rn_gen_value(gen, integer, key, i));
+        rn_store(p, t, i, rn_gen_value(gen, integer, key, i));
     return 0;
 }
 
@@ -155,12 +87,8 @@ static void host_use_timed_stream(rn_backend *b, int on) {
 
 static int host_poison(rn_backend *b, void *p, pk_dtype t, size_t count) {
     (void)b;
-    if (t == PK_DTYPE_I32 || t == PK_DTYPE_I64) {
-        memset(p, 0x7f, count * pk_dtype_size(t));
-        return 0;
-    }
     for (size_t i = 0; i < count; i++)
-        store(p, t, i, NAN);
+        rn_poison(p, t, i);
     return 0;
 }
 
@@ -182,21 +110,39 @@ static int host_compare(rn_backend *b, const void *got, const void *want, pk_dty
     memset(out, 0, sizeof *out);
     out->bad_index = -1;
     for (size_t i = 0; i < count; i++) {
-        double g = load(got, t, i), w = load(want, t, i);
+        double g = rn_load(got, (int)t, i), w = rn_load(want, (int)t, i);
         double abs_err = fabs(g - w), rel_err = w != 0 ? abs_err / fabs(w) : abs_err;
-        int ok = !isnan(g) && !isnan(w) && abs_err <= atol + rtol * fabs(w);
-        if (isnan(g) || isnan(w))
+        int nan_seen = isnan(g) || isnan(w);
+        int ok = !nan_seen && abs_err <= atol + rtol * fabs(w);
+        if (nan_seen)
             abs_err = rel_err = INFINITY;
         if (abs_err > out->max_abs)
             out->max_abs = abs_err;
         if (rel_err > out->max_rel)
             out->max_rel = rel_err;
-        if (!ok && out->bad_index < 0) {
+        if (ok)
+            continue;
+        out->n_bad++;
+        uint64_t ulp = nan_seen ? ~0ULL : rn_ulp_distance(got, want, (int)t, i);
+        if (ulp > out->max_ulp)
+            out->max_ulp = ulp;
+        if (out->bad_index < 0) {
             out->bad_index = (long long)i;
             out->expected = w;
             out->got = g;
         }
     }
+    return 0;
+}
+
+static int host_rms(rn_backend *b, const void *p, pk_dtype t, size_t count, double *out) {
+    (void)b;
+    double sum = 0;
+    for (size_t i = 0; i < count; i++) {
+        double v = rn_load(p, (int)t, i);
+        sum += v == v ? v * v : 0.0;
+    }
+    *out = count ? sqrt(sum / (double)count) : 0;
     return 0;
 }
 
@@ -269,6 +215,7 @@ int rn_backend_host_init(rn_backend *b, pk_ctx *ctx) {
     b->use_timed_stream = host_use_timed_stream;
     b->setup_arena = host_setup_arena;
     b->to_host = host_to_host;
+    b->rms = host_rms;
     b->fini = host_fini;
     b->l2_bytes = 0;
     ctx->device = -1;

@@ -34,11 +34,14 @@ static int write_manifest(rank_state *rs) {
     for (int i = 0; i < p->n_args; i++) {
         double atol, rtol;
         pk_arg_tolerance(p, i, &atol, &rtol);
+        static const char *checkers[] = {"allclose", "exact", "budget", "custom"};
+        const pk_arg_spec *a = &p->args[i];
         fprintf(f,
                 "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"role\": \"%s\", \"count\": %zu, "
-                "\"atol\": %.17g, \"rtol\": %.17g}",
-                i ? ", " : "", p->args[i].name, pk_dtype_name(p->args[i].dtype),
-                roles[p->args[i].role], rs->sz.counts[i], atol, rtol);
+                "\"atol\": %.17g, \"rtol\": %.17g, \"checker\": \"%s\", \"atol_rms\": %.17g, "
+                "\"budget\": %.17g, \"max_ulp\": %d}",
+                i ? ", " : "", a->name, pk_dtype_name(a->dtype), roles[a->role], rs->sz.counts[i],
+                atol, rtol, checkers[a->checker], a->atol_rms, a->budget, a->max_ulp);
     }
     fprintf(f, "],\n \"files\": \"t<trial>_r<rank>_<arg>.bin (inputs as given; outputs and "
                "inouts as the reference left them: <arg>.out.bin)\"}\n");

@@ -32,6 +32,7 @@ static int parse(int argc, char **argv, rn_opts *o) {
                            : !strcmp(a, "--launcher")     ? &o->launcher
                            : !strcmp(a, "--seed-file")    ? &o->seed_file
                            : !strcmp(a, "--dump")         ? &o->dump_dir
+                           : !strcmp(a, "--dims")         ? &o->dims
                                                           : NULL;
         if (str && v) {
             *str = v;

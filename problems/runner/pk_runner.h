@@ -30,6 +30,7 @@ typedef struct rn_opts {
     const char *problem_dir, *suite, *name, *module, *candidate, *out, *progress_dir, *launcher;
     const char *seed_file; /* holds the secret seed; read and removed before any candidate code */
     const char *dump_dir;  /* each trial's inputs and reference outputs go here (cross-checks) */
+    const char *dims;      /* dims override: "NAME=VALUE,..." or a preset name */
     uint64_t seed;
     int trials, world, skip_timing, reference_as_candidate;
     int skip_reference_timing; /* the harness has a cached baseline */
@@ -59,6 +60,8 @@ typedef struct rn_compare {
     double max_abs, max_rel;
     long long bad_index; /* first failing element, -1 if none */
     double expected, got;
+    long long n_bad;            /* elements outside the tolerance */
+    unsigned long long max_ulp; /* the largest ulp distance among them (~0: a NaN) */
 } rn_compare;
 
 /* One guard zone: arena bytes [lo, hi) that nobody may write. */
@@ -114,6 +117,7 @@ typedef struct rn_backend {
                       int (*epilogue)(void *arg, int i), void *arg, int iters, double *us,
                       double *host_total_us, double *stream_total_us);
     int (*to_host)(struct rn_backend *b, void *host, const void *src, size_t bytes);
+    int (*rms)(struct rn_backend *b, const void *p, pk_dtype t, size_t count, double *out);
     int (*setup_arena)(struct rn_backend *b, pk_ctx *ctx, size_t bytes);
     void (*fini)(struct rn_backend *b, pk_ctx *ctx);
     size_t l2_bytes;
@@ -220,6 +224,7 @@ typedef struct rank_state {
     void *cand_fn;
     int (*init_fn)(const pk_ctx *);
     int (*fini_fn)(const pk_ctx *);
+    int module_ready; /* the module's init() ran: its fini() runs at teardown */
     rn_layout lay;
     rn_plan plan;
     rn_zone *zones_dev; /* the zone table where check_guards reads it (device on GPUs) */
@@ -229,8 +234,9 @@ typedef struct rank_state {
     uint64_t *pos[PK_MAX_ARGS];
     size_t n_samples[PK_MAX_ARGS], sample_off[PK_MAX_ARGS], sample_bytes;
     void *snaps, *discard, *check_buf;
-    int next_key;                /* call key of the next regeneration */
-    int slot_key[RN_MAX_COPIES]; /* key of the inputs each slot holds */
+    int next_key;                                     /* call key of the next regeneration */
+    int slot_key[RN_MAX_COPIES];                      /* key of the inputs each slot holds */
+    double slot_params[RN_MAX_COPIES][PK_MAX_PARAMS]; /* the params of that key */
     int verified_key[RN_MAX_VERIFIED];
     unsigned char verified_slot[RN_MAX_VERIFIED];
 } rank_state;
@@ -252,6 +258,20 @@ typedef struct rank_step {
     double init_ms, arena_ms;
     double verify_ms; /* wall of the verification's own work on this rank */
 } rank_step;
+
+/* One output's verdict (checker.c). */
+typedef struct rn_verdict {
+    int bad;
+    long long index; /* first failing element, -1 if none */
+    double expected, got, max_abs, max_rel;
+} rn_verdict;
+/* Judges output i: `got` against `want` (n elements each; samples or whole), by the argument's
+ * checker. want_call and got_call are the calls whose outputs these are (for check()). */
+int rn_check_output(rank_state *rs, int i, const void *got, const void *want, size_t n,
+                    const pk_problem_call *want_call, const pk_problem_call *got_call,
+                    rn_verdict *v);
+/* Sets the call key a slot's inputs were drawn with, and the params its calls see. */
+int rn_set_slot_key(rank_state *rs, int slot, int key);
 
 /* rank.c pieces the timing code uses. */
 uint64_t rn_arg_key(const rank_state *rs, int key, int arg); /* the stream of one argument */

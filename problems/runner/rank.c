@@ -35,6 +35,18 @@ void rn_make_call(rank_state *rs, int slot, int ref_outputs, pk_problem_call *c)
     c->n_dims = rs->p->n_dims;
     memcpy(c->dims, rs->sz.dims, sizeof c->dims);
     c->root = rs->p->root;
+    c->n_params = rs->p->n_params;
+    memcpy(c->params, rs->slot_params[slot], sizeof c->params);
+}
+
+int rn_set_slot_key(rank_state *rs, int slot, int key) {
+    pk_error err;
+    rs->slot_key[slot] = key;
+    if (pk_problem_params_at(rs->p, &rs->sz, key, rs->slot_params[slot], &err)) {
+        snprintf(rs->b.error, sizeof rs->b.error, "params: %.240s", err.message);
+        return -1;
+    }
+    return 0;
 }
 
 int rn_call_candidate(rank_state *rs, const pk_problem_call *c) {
@@ -68,9 +80,19 @@ static int load_module(rank_state *rs, rank_step *st) {
     const pk_problem_module *(*get)(void) =
         (const pk_problem_module *(*)(void))dlsym(rs->mod_handle, "pk_problem_module_v1");
     rs->mod = get ? get() : NULL;
-    if (!rs->mod || rs->mod->abi_version != PK_PROBLEM_ABI_VERSION)
+    if (!rs->mod || rs->mod->abi_version < 1 || rs->mod->abi_version > PK_PROBLEM_ABI_VERSION)
         return rn_fail(st, "problem module %s has no compatible pk_problem_module_v1",
                        rs->o->module);
+    return 0;
+}
+
+/* Module ABI 2: the problem's own one-time setup (handles, workspaces, sub-communicators). */
+static int init_module(rank_state *rs, rank_step *st) {
+    if (rs->mod->abi_version < 2 || !rs->mod->init)
+        return 0;
+    if (rs->mod->init(&rs->ctx))
+        return rn_fail(st, "the problem module's init() failed (a harness problem, not yours)");
+    rs->module_ready = 1;
     return 0;
 }
 
@@ -94,7 +116,9 @@ static int setup_samples(rank_state *rs, rank_step *st) {
     rs->sample_bytes = 0;
     for (int i = 0; i < rs->p->n_args; i++) {
         size_t count = rs->sz.counts[i];
-        rs->n_samples[i] = count < RN_SAMPLES ? count : RN_SAMPLES;
+        /* A custom check() needs the whole output: sampled in full, in order. */
+        int whole = rs->p->args[i].checker == PK_CHECKER_CUSTOM;
+        rs->n_samples[i] = whole || count < RN_SAMPLES ? count : RN_SAMPLES;
         rs->sample_off[i] = rs->sample_bytes;
         rs->sample_bytes += (rs->n_samples[i] * pk_dtype_size(rs->p->args[i].dtype) + 15) / 16 * 16;
         rs->pos[i] = rs->b.alloc_private(&rs->b, (rs->n_samples[i] + 1) * sizeof(uint64_t));
@@ -152,8 +176,8 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
 
 /* Fresh inputs of `key` in `slot`, pristine copies, poisoned outputs. */
 int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st) {
-    int rc = 0;
     rs->b.use_timed_stream(&rs->b, 0);
+    int rc = rn_set_slot_key(rs, slot, key);
     for (int i = 0; i < rs->p->n_args && !rc; i++) {
         const pk_arg_spec *a = &rs->p->args[i];
         void *dst = rn_arg_ptr(rs, slot, i);
@@ -181,7 +205,6 @@ int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st) {
     }
     if (rc || rs->b.sync(&rs->b))
         return rn_fail(st, "input generation failed: %s", rs->b.error);
-    rs->slot_key[slot] = key;
     return 0;
 }
 
@@ -200,27 +223,30 @@ int rn_check_guards(rank_state *rs, rank_step *st) {
 }
 
 /* Compares every checked output of this rank (snapshots) with the reference's. */
-static int compare_outputs(rank_state *rs, rank_step *st) {
+static int compare_outputs(rank_state *rs, int slot, rank_step *st) {
+    pk_problem_call want, got;
+    rn_make_call(rs, slot, 1, &want);
+    rn_make_call(rs, slot, 0, &got);
+    for (int i = 0; i < rs->p->n_args; i++)
+        if (rs->p->args[i].role != PK_ARG_INPUT)
+            got.args[i] = rs->snap[i]; /* what the candidate left, snapshotted */
     st->index = -1;
     for (int i = 0; i < rs->p->n_args; i++) {
         const pk_arg_spec *a = &rs->p->args[i];
         if (a->role == PK_ARG_INPUT || a->check == PK_CHECK_NONE ||
             (a->check == PK_CHECK_ROOT && rs->ctx.rank != rs->p->root))
             continue;
-        double atol, rtol;
-        pk_arg_tolerance(rs->p, i, &atol, &rtol);
-        rn_compare cmp;
-        if (rs->b.compare(&rs->b, rs->snap[i], rs->ref_out[i], a->dtype, rs->sz.counts[i], atol,
-                          rtol, &cmp))
+        rn_verdict v;
+        if (rn_check_output(rs, i, rs->snap[i], rs->ref_out[i], rs->sz.counts[i], &want, &got, &v))
             return rn_fail(st, "%s", rs->b.error);
-        st->max_abs = fmax(st->max_abs, cmp.max_abs);
-        st->max_rel = fmax(st->max_rel, cmp.max_rel);
-        if (cmp.bad_index >= 0 && !st->mismatch) {
+        st->max_abs = fmax(st->max_abs, v.max_abs);
+        st->max_rel = fmax(st->max_rel, v.max_rel);
+        if (v.bad && !st->mismatch) {
             st->mismatch = 1;
             snprintf(st->arg, sizeof st->arg, "%s", a->name);
-            st->index = cmp.bad_index;
-            st->expected = cmp.expected;
-            st->got = cmp.got;
+            st->index = v.index;
+            st->expected = v.expected;
+            st->got = v.got;
         }
     }
     return 0;
@@ -266,7 +292,7 @@ int rn_check_trial(rank_state *rs, int key, int slot, rank_step *st) {
     if (rs->mod->reference(&rc_call) || rs->b.sync(&rs->b))
         return rn_fail(st, "the reference failed: %s", rs->b.error);
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", trial);
-    if (compare_outputs(rs, st))
+    if (compare_outputs(rs, slot, st))
         return -1;
     if (rs->o->dump_dir && trial >= 0 && rn_dump_trial(rs, trial, st))
         return -1;
@@ -310,6 +336,8 @@ static int record_guards(rank_state *rs, const rank_step *all, rn_report *rep) {
 static void teardown(rank_state *rs) {
     if (rs->fini_fn)
         rs->fini_fn(&rs->ctx);
+    if (rs->module_ready && rs->mod->fini)
+        rs->mod->fini(&rs->ctx);
     if (rs->b.free_private) {
         for (int i = 0; i < PK_MAX_ARGS; i++) {
             rs->b.free_private(&rs->b, rs->ref_out[i]);
@@ -352,7 +380,7 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
     if (init_rc)
         rn_fail(st, "device setup failed: %s", rs->b.error);
     else
-        ready = !load_module(rs, st) && !setup_buffers(rs, st);
+        ready = !load_module(rs, st) && !setup_buffers(rs, st) && !init_module(rs, st);
     st->arena_ms = pk_now_ms() - t_arena;
     if (rs->o->wait_go) { /* warm: everything above overlaps the compile */
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "warm", -1);
@@ -484,6 +512,7 @@ int rn_rank_main(rn_opts *o, rn_group *g) {
     if (o->seed_file && g->barrier(g) == 0 && g->rank == 0)
         unlink(o->seed_file);
     if (pk_problem_load_dir(o->problem_dir, o->suite, o->name, NULL, &rs.p, &err) ||
+        (o->dims && pk_problem_override_dims(rs.p, o->dims, &err)) ||
         pk_problem_sizes_at(rs.p, g->world, &rs.sz, &err)) {
         fprintf(stderr, "pk-runner: %s\n", err.message);
         return 3;

@@ -12,7 +12,7 @@ static void usage(FILE *f) {
             "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
             "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
-            "                   [--baseline-us US] [--no-warm] [--dump DIR]\n\n"
+            "                   [--baseline-us US] [--no-warm] [--dump DIR] [--dims SPEC]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
@@ -22,6 +22,8 @@ static void usage(FILE *f) {
             "communicators, then wait for the compiled object); --no-warm starts it after.\n"
             "--dump DIR writes every trial's inputs and reference outputs, per rank, as raw\n"
             "little-endian arrays with DIR/manifest.json (for bench/pkb-crosscheck).\n"
+            "--dims overrides dims: NAME=VALUE,... or a preset of the problem's meta.json\n"
+            "\"dims_presets\" (e.g. pkb: ParallelKernelBench's own base shape).\n"
             "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
             "failed, 2 on bad usage.\n");
 }
@@ -110,6 +112,8 @@ int pk_cmd_check(int argc, char **argv) {
             o.world_size = atoi(argv[++i]);
         } else if (!strcmp(a, "--seed") && v) {
             o.seed = strtoull(argv[++i], NULL, 0);
+        } else if (!strcmp(a, "--dims") && v) {
+            o.dims = argv[++i];
         } else if (!strcmp(a, "--dump") && v) {
             dump = argv[++i];
         } else if (!strcmp(a, "--launcher") && v) {
@@ -138,17 +142,22 @@ int pk_cmd_check(int argc, char **argv) {
         }
         o.dump_dir = dump_abs;
     }
+    pk_error err;
     pk_problem_set *set;
     if (pk_cli_load_problems(&set))
         return 1;
-    const pk_problem *p = pk_problem_set_find(set, id);
+    pk_problem *p = (pk_problem *)pk_problem_set_find(set, id);
+    if (p && o.dims && pk_problem_override_dims(p, o.dims, &err)) { /* this command's copy */
+        fprintf(stderr, "pkgym check: %s\n", err.message);
+        pk_problem_set_free(set);
+        return 1;
+    }
     if (!p) {
         fprintf(stderr, "pkgym check: no problem %s (see 'pkgym problems')\n", id);
         pk_problem_set_free(set);
         return 1;
     }
     char *source = NULL;
-    pk_error err;
     if (file && pk_read_file(file, &source, NULL, &err)) {
         fprintf(stderr, "pkgym check: %s\n", err.message);
         pk_problem_set_free(set);

@@ -79,6 +79,10 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
         l->argv[n++] = "--dump";
         l->argv[n++] = (char *)job->opts.dump_dir;
     }
+    if (job->opts.dims) {
+        l->argv[n++] = "--dims";
+        l->argv[n++] = (char *)job->opts.dims;
+    }
     l->argv[n] = NULL;
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,

@@ -46,6 +46,69 @@ static void expressions(void **state) {
     assert_int_equal(rc, PK_ERR_INVALID);
 }
 
+/* % and one comparison, for constraints such as "K % world == 0". */
+static void expressions_modulo_and_comparisons(void **state) {
+    (void)state;
+    pk_error err;
+    int rc;
+    assert_int_equal(eval("n % 7", &rc, &err), 1000 % 7);
+    assert_int_equal(eval("n % world == 0", &rc, &err), 1);
+    assert_int_equal(eval("n % 3 == 0", &rc, &err), 0);
+    assert_int_equal(eval("world * 2 <= 8", &rc, &err), 1);
+    assert_int_equal(eval("world > 4", &rc, &err), 0);
+    assert_int_equal(eval("n != 1000", &rc, &err), 0);
+    eval("n % 0", &rc, &err);
+    assert_non_null(strstr(err.message, "division by zero"));
+}
+
+/* params (numbers and per-call expressions), checkers, scopes, presets and constraints. */
+static void loads_the_compute_format(void **state) {
+    (void)state;
+    pk_problem *p = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_load_dir(PK_PROBLEMS_SRC "/selftest/params_topk", "selftest",
+                                         "params_topk", NULL, &p, &err),
+                     PK_OK);
+    assert_int_equal(p->n_params, 2);
+    assert_string_equal(p->params[0].name, "scale");
+    assert_true(p->params[0].value == 0.5 && !p->params[0].expr[0]);
+    assert_string_equal(p->params[1].expr, "1 + trial % 7");
+    assert_int_equal(p->args[2].checker, PK_CHECKER_CUSTOM);
+    assert_int_equal(p->args[3].checker, PK_CHECKER_BUDGET);
+    assert_true(p->args[3].budget == 0.002 && p->args[3].max_ulp == 1);
+    assert_true(p->args[1].atol_rms == 1e-6);
+    assert_int_equal(p->args[3].dtype, PK_DTYPE_I8);
+    pk_problem_sizes sz;
+    assert_int_equal(pk_problem_sizes_at(p, 2, &sz, &err), PK_OK);
+    double params[PK_MAX_PARAMS];
+    assert_int_equal(pk_problem_params_at(p, &sz, 9, params, &err), PK_OK);
+    assert_true(params[0] == 0.5 && params[1] == 1 + 9 % 7);
+    /* A preset, then a dims override that breaks a constraint at a listed world size. */
+    assert_int_equal(pk_problem_override_dims(p, "small", &err), PK_OK);
+    assert_int_equal(pk_problem_sizes_at(p, 8, &sz, &err), PK_OK);
+    assert_true(sz.dims[0] == 1024 && sz.dims[1] == 8);
+    assert_int_equal(pk_problem_override_dims(p, "n=1001", &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "n % world == 0"));
+    assert_int_equal(pk_problem_override_dims(p, "bogus=3", &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "NAME=VALUE"));
+    pk_problem_free(p);
+}
+
+static void gen_scopes_and_errors(void **state) {
+    (void)state;
+    pk_gen_spec g;
+    pk_error err;
+    assert_int_equal(pk_gen_parse("index(vocab)", PK_DTYPE_I64, &g, &err), PK_OK);
+    assert_true(g.kind == PK_GEN_INDEX && strcmp(g.hi, "vocab") == 0);
+    assert_int_equal(pk_gen_parse("int(-3, n - 1)", PK_DTYPE_I8, &g, &err), PK_OK);
+    assert_int_equal(pk_gen_parse("normal(0, 1)", PK_DTYPE_I32, &g, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_gen_parse("uniform(1, 1)", PK_DTYPE_F32, &g, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_gen_parse("normal(0, 1, 2)", PK_DTYPE_F32, &g, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_gen_parse("lattice", PK_DTYPE_F8E4M3, &g, &err), PK_OK);
+    assert_int_equal(pk_dtype_from_name("f8e4m3"), PK_DTYPE_F8E4M3);
+    assert_int_equal(pk_dtype_size(PK_DTYPE_F8E4M3), 1);
+}
+
 static void loads_selftest_allgather(void **state) {
     (void)state;
     pk_problem *p = NULL;
@@ -139,6 +202,9 @@ static void loads_the_suite(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(expressions),
+        cmocka_unit_test(expressions_modulo_and_comparisons),
+        cmocka_unit_test(loads_the_compute_format),
+        cmocka_unit_test(gen_scopes_and_errors),
         cmocka_unit_test(loads_selftest_allgather),
         cmocka_unit_test(rejects_malformed_meta),
         cmocka_unit_test(loads_the_suite),

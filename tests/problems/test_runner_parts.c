@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "pk_runner.h"
+#include "rn_elem.h"
 
 static void timing_statistics(void **state) {
     (void)state;
@@ -153,6 +154,64 @@ static void integer_and_index_generators(void **state) {
     assert_true(seen_top && seen_lo && seen_hi);
 }
 
+/* The element codecs: round to nearest even, fp8 e4m3fn's range and NaN, f16 subnormals. */
+static void element_codecs(void **state) {
+    (void)state;
+    /* fp8 e4m3fn: 448 is the largest, 0x7f NaN, 2^-9 the smallest subnormal. */
+    assert_int_equal(rn_f64_to_fp8(448.0), 0x7e);
+    assert_true(rn_fp8_to_f64(0x7e) == 448.0);
+    assert_int_equal(rn_f64_to_fp8(1000.0), 0x7e); /* saturates */
+    assert_int_equal(rn_f64_to_fp8(-1000.0), 0xfe);
+    assert_true(isnan(rn_fp8_to_f64(0x7f)) && isnan(rn_fp8_to_f64(0xff)));
+    assert_int_equal(rn_f64_to_fp8(NAN), 0x7f);
+    assert_true(rn_fp8_to_f64(0x01) == 1.0 / 512);
+    assert_int_equal(rn_f64_to_fp8(1.0), 0x38);
+    assert_int_equal(rn_f64_to_fp8(1.0625), 0x38); /* a tie between 1 and 1.125: even */
+    assert_int_equal(rn_f64_to_fp8(1.1875), 0x3a); /* a tie between 1.125 and 1.25: even */
+    for (int b = 0; b < 256; b++) {                /* every finite code round-trips */
+        double v = rn_fp8_to_f64((uint8_t)b);
+        if (!isnan(v) && b != 0x80) /* -0 encodes as +0 */
+            assert_int_equal(rn_f64_to_fp8(v), b);
+    }
+    /* f16 and bf16, ties to even, and the f16 subnormal range. */
+    assert_int_equal(rn_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(rn_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(rn_f32_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(rn_f32_to_f16(5.9604645e-8f), 0x0001); /* 2^-24 */
+    assert_int_equal(rn_f32_to_f16(2.9802322e-8f), 0x0000); /* 2^-25: the tie goes to 0 */
+    assert_true(rn_f16_to_f64(0x0001) == ldexp(1.0, -24));
+    assert_int_equal(rn_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(rn_f32_to_bf16(1.00390625f), 0x3f80); /* 1 + 2^-8: tie to even */
+    assert_int_equal(rn_f32_to_bf16(1.01171875f), 0x3f82); /* 1 + 3 2^-8: tie to even, up */
+    /* ulp distances: adjacent codes are 1 apart across zero too. */
+    uint8_t a8[2] = {0x01, 0x81};
+    assert_int_equal(rn_ulp_distance(a8, a8 + 1, PK_DTYPE_F8E4M3, 0), 2);
+    int8_t i8a = -3, i8b = 4;
+    assert_int_equal(rn_ulp_distance(&i8a, &i8b, PK_DTYPE_I8, 0), 7);
+    uint8_t p = 0;
+    rn_poison(&p, PK_DTYPE_F8E4M3, 0);
+    assert_true(isnan(rn_load(&p, PK_DTYPE_F8E4M3, 0)));
+}
+
+/* The budget checker's inputs: how many elements miss, and by how many representable values. */
+static void compare_counts_misses_and_ulps(void **state) {
+    (void)state;
+    rn_backend b;
+    pk_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    rn_backend_host_init(&b, &ctx);
+    int8_t want[6] = {1, 2, 3, 4, 5, 6}, got[6] = {1, 3, 3, 4, 2, 6};
+    rn_compare c;
+    b.compare(&b, got, want, PK_DTYPE_I8, 6, 0, 0, &c);
+    assert_int_equal(c.n_bad, 2);
+    assert_int_equal(c.max_ulp, 3);
+    assert_int_equal(c.bad_index, 1);
+    double rms;
+    float v[4] = {3, 4, 0, 0};
+    b.rms(&b, v, PK_DTYPE_F32, 4, &rms);
+    assert_true(fabs(rms - 2.5) < 1e-12);
+}
+
 /* A sharded argument is one global draw: rank r's element i is global element r*count + i. */
 static void sharded_generator_slices_one_draw(void **state) {
     (void)state;
@@ -203,6 +262,8 @@ int main(void) {
         cmocka_unit_test(integer_and_index_generators),
         cmocka_unit_test(samples_and_gather),
         cmocka_unit_test(sharded_generator_slices_one_draw),
+        cmocka_unit_test(element_codecs),
+        cmocka_unit_test(compare_counts_misses_and_ulps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
