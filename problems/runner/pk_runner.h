@@ -15,6 +15,14 @@
 extern "C" {
 #endif
 
+/* pk_harness.h stays free of CUDA headers, so it cannot use pk_ctx.h's PK_MAX_RANKS: the
+ * result's per-rank arrays have their own constant, which must stay equal. */
+#ifdef __cplusplus
+static_assert(PK_EVAL_MAX_RANKS == PK_MAX_RANKS, "PK_EVAL_MAX_RANKS must equal PK_MAX_RANKS");
+#else
+_Static_assert(PK_EVAL_MAX_RANKS == PK_MAX_RANKS, "PK_EVAL_MAX_RANKS must equal PK_MAX_RANKS");
+#endif
+
 #define RN_MAX_TIMED_ITERS 1024 /* timed calls per side (candidate or reference) */
 #define RN_MAX_WARM_ITERS 4096  /* warm-up calls per side */
 #define RN_BLOCKS 2             /* timed blocks per side, candidate and reference interleaved */

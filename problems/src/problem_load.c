@@ -1,4 +1,5 @@
 /* Reads problems/<suite>/<id>/meta.json (jansson) and prompt.md into a pk_problem. */
+#include "pk_harness.h" /* PK_EVAL_MAX_TRIALS */
 #include "pk_problem_extras.h"
 #include "pk_problem_spec.h"
 
@@ -307,7 +308,7 @@ static int load_fields(loader *ld, json_t *root, pk_problem *p) {
     p->root = (int)v;
     if (get_int(ld, root, "scratch_bytes", 0, 0, 1LL << 40, &p->scratch_bytes))
         return PK_ERR_INVALID;
-    if (get_int(ld, root, "trials", 5, 1, 32, &v))
+    if (get_int(ld, root, "trials", 5, 1, PK_EVAL_MAX_TRIALS, &v))
         return PK_ERR_INVALID;
     p->trials = (int)v;
     p->atol = p->rtol = -1;
