@@ -329,8 +329,7 @@ static void register_script(const char *dir, const char *name, const char *text)
 }
 
 /* A command hook tries to write next to itself, read a secret next to itself and connect to a
- * port the test listens on, on the host's loopback: none of it works, and the host sees none
- * of it. (The directory is outside /tmp: inside the sandbox /tmp is a private, writable tmpfs.) */
+ * port the test listens on, on the host's loopback: none of it reaches the host. */
 static void test_command_cannot_reach_host(void **state) {
     (void)state;
     char dir[] = PK_ESCAPE_DIR "-probe-XXXXXX";
@@ -359,10 +358,17 @@ static void test_command_cannot_reach_host(void **state) {
     if (pk_summarizer_hook_fallbacks(s) != 0) {
         fail_msg("the probe did not run: %s", pk_summarizer_last_hook_error(s));
     }
-    assert_string_equal(fb, "nowrite nonet noread");
+    /* Under /tmp (CI clones live there) the hook's own path exists inside the sandbox's
+     * private tmpfs, so a write there "works" and lands in that tmpfs: the host check below
+     * decides. Elsewhere the path is read-only inside, and the write fails. */
+    if (strncmp(dir, "/tmp/", 5) == 0)
+        assert_true(strcmp(fb, "nowrite nonet noread") == 0 ||
+                    strcmp(fb, "wrote nonet noread") == 0);
+    else
+        assert_string_equal(fb, "nowrite nonet noread");
     char marker[600];
     snprintf(marker, sizeof(marker), "%s/marker", dir);
-    assert_false(pk_path_exists(marker));
+    assert_false(pk_path_exists(marker));            /* the host never sees the write */
     assert_int_equal(accept(lsock, NULL, NULL), -1); /* nobody connected */
     close(lsock);
     free(fb);
