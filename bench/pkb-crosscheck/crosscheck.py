@@ -2,10 +2,13 @@
 """Cross-checks pkgym's native reference against an independent implementation, on exactly
 the inputs pkgym generated, and measures both against an fp64 evaluation.
 
-Run under torchrun, one process per rank (what the dump was made with):
+Run under torchrun, one process per rank (what the dumps were made with):
 
     pkgym check --problem ID --reference --skip-timing --dump DIR
-    torchrun --nproc-per-node W crosscheck.py --dump DIR [--pkb PKB_DIR] [--device cuda|cpu]
+    torchrun --nproc-per-node W crosscheck.py --dump DIR [DIR...] [--pkb PKB_DIR] [--device cuda|cpu]
+
+Several dumps (of several problems, one world size) are checked in one run, so PyTorch and
+the process group start once.
 
 For every trial and rank it loads the inputs and pkgym's reference outputs, runs the problem's
 adapter (adapters/<suite>_<id>.py: usually ParallelKernelBench's own solution() from --pkb)
@@ -13,8 +16,8 @@ in the problem's dtypes and again on fp64 copies of the inputs, then reports, pe
   - cross-check: pkgym's reference against the adapter, within pkgym's tolerance;
   - the largest error of each implementation against fp64, and the tolerance that the rule in
     docs/problems.md ("Tolerances") derives from them.
-Rank 0 prints one JSON object; the exit status is 0 only when every comparison passed and the
-problem's tolerance is at least the derived one.
+Rank 0 prints one JSON object per dump and a summary line; the exit status is 0 only when every
+comparison passed and every problem's tolerance is at least the derived one.
 """
 import argparse
 import importlib.util
@@ -43,7 +46,7 @@ def load(path, dtype_name, count, device):
 def load_adapter(problem):
     path = os.path.join(HERE, "adapters", problem.replace("/", "_") + ".py")
     if not os.path.exists(path):
-        sys.exit("no adapter for %s (expected %s)" % (problem, path))
+        raise RuntimeError("no adapter for %s (expected %s)" % (problem, path))
     spec = importlib.util.spec_from_file_location("adapter", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -119,7 +122,7 @@ def close(a, b, arg):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dump", required=True)
+    ap.add_argument("--dump", required=True, nargs="+")
     ap.add_argument("--pkb", default=os.environ.get("PKB_DIR"))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
@@ -129,27 +132,46 @@ def main():
         else torch.device("cpu")
     if args.device == "cuda":
         torch.cuda.set_device(device)
-    with open(os.path.join(args.dump, "manifest.json")) as f:
+    failed = []
+    for dump in args.dump:
+        try:
+            ok = check_dump(args, dump, rank, world, device)
+        except Exception as e:  # one problem's adapter error must not hide the others
+            if rank == 0:
+                print(json.dumps({"dump": dump, "error": repr(e)}))
+            ok = False
+        if not ok:
+            failed.append(dump)
+        dist.barrier()
+    if rank == 0:
+        print("crosscheck: %d passed, %d failed%s" % (len(args.dump) - len(failed), len(failed),
+                                                       (": " + " ".join(failed)) if failed else ""))
+    dist.destroy_process_group()
+    return 0 if not failed else 1
+
+
+def check_dump(args, dump, rank, world, device):
+    with open(os.path.join(dump, "manifest.json")) as f:
         man = json.load(f)
     if man["world"] != world:
-        sys.exit("dump made at world %d, run with %d ranks" % (man["world"], world))
+        raise RuntimeError("dump made at world %d, run with %d ranks" % (man["world"], world))
     adapter = load_adapter(man["problem"])
     pkb = load_pkb(args.pkb, adapter.PKB_REFERENCE) if getattr(adapter, "PKB_REFERENCE", None) \
         else None
     if getattr(adapter, "PKB_REFERENCE", None) and pkb is None:
-        sys.exit("%s needs --pkb (a ParallelKernelBench checkout)" % man["problem"])
+        raise RuntimeError("%s needs --pkb (a ParallelKernelBench checkout)" % man["problem"])
     outputs = [a for a in man["args"] if a["role"] != "input"]
     state = {a["name"]: {"pass": True, "max_diff": 0.0, "ref": Errors(), "alt": Errors()}
              for a in outputs}
     trials = 0
-    while os.path.exists(os.path.join(args.dump, "t%d_r%d_%s%s.bin" % (
+    while os.path.exists(os.path.join(dump, "t%d_r%d_%s%s.bin" % (
             trials, rank, man["args"][0]["name"],
             "" if man["args"][0]["role"] != "output" else ".out"))):
         trials += 1
     for t in range(trials):
         inputs, ref_out = {}, {}
         for a in man["args"]:
-            base = os.path.join(args.dump, "t%d_r%d_%s" % (t, rank, a["name"]))
+            base = os.path.join(dump, "t%d_r%d_%s" % (t, rank, a["name"]))
             if a["role"] != "output":
                 inputs[a["name"]] = load(base + ".bin", a["dtype"], a["count"], device)
             if a["role"] != "input":
@@ -193,8 +215,7 @@ def main():
             "tolerance_follows_rule": follows}
     if rank == 0:
         print(json.dumps(report, indent=1))
-    dist.destroy_process_group()
-    return 0 if all_ok else 1
+    return all_ok
 
 
 if __name__ == "__main__":

@@ -1,25 +1,47 @@
 #!/usr/bin/env bash
-# Cross-checks every problem that has an adapter, at W=2, on the GPU machine (torchrun from the
-# machine's PyTorch). PKB_DIR: a ParallelKernelBench checkout (default .gpu/pkb, a copy of
-# ../shared/pkb carried into the checkout). Prints one JSON report per problem and a summary.
+# Cross-checks every problem that has an adapter (or those matching XC_ONLY, a regex), at W=2,
+# on the GPU machine: dumps each problem's inputs and reference outputs (pkgym check
+# --reference --skip-timing --dump, XC_JOBS at a time: no timing is taken), then one torchrun
+# per device kind checks them all. PKB_DIR: a ParallelKernelBench checkout (default .gpu/pkb).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-export PKGYM=${PKGYM:-$root/build-gpu/env/pkgym}
-export PKB_DIR=${PKB_DIR:-$root/.gpu/pkb}
-pass=0 fail=0
+pkgym=${PKGYM:-$root/build-gpu/env/pkgym}
+pkb=${PKB_DIR:-$root/.gpu/pkb}
+world=${XC_WORLD:-2}
+work=$(mktemp -d /tmp/pkb-xc.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+: >"$work/cuda" ; : >"$work/cpu"
 for a in "$here"/adapters/*.py; do
     id=$(basename "$a" .py)
-    problem=$(python3 -c 'import sys,os,glob; s=sys.argv[1]; print(next(p for p in (s.replace("_","/",1),) ))' "$id")
+    problem=${id/_//}
     [ -n "${XC_ONLY:-}" ] && ! echo "$problem" | grep -Eq "$XC_ONLY" && continue
-    dev=cuda
-    grep -q '"device": *"host"' "$root/problems/$problem/meta.json" && dev=cpu
-    echo "=== $problem ($dev)"
-    if DEVICE=$dev bash "$here/run.sh" "$problem" 2 "$PKB_DIR"; then
-        pass=$((pass + 1)); echo "--- $problem: pass"
-    else
-        fail=$((fail + 1)); echo "--- $problem: FAIL"
-    fi
+    [ -f "$root/problems/$problem/meta.json" ] || { echo "no problem for adapter $id"; continue; }
+    kind=cuda
+    grep -q '"device": *"host"' "$root/problems/$problem/meta.json" && kind=cpu
+    echo "$problem" >>"$work/$kind"
 done
-echo "crosscheck: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+dump_one() { # problem -> dump dir, or a line saying why not
+    local problem=$1 dir="$work/dump-${1//\//_}"
+    mkdir -p "$dir"
+    "$pkgym" check --problem "$problem" --reference --skip-timing --world-size "$world" \
+        --trials "${XC_TRIALS:-2}" --dump "$dir" --json >"$dir.json" 2>"$dir.err"
+    if python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="correct" else 1)' "$dir.json" 2>/dev/null; then
+        echo "$dir"
+    else
+        echo "DUMP FAILED $problem: $(head -c 400 "$dir.json" "$dir.err" | tr '\n' ' ')" >&2
+    fi
+}
+export -f dump_one; export pkgym world work
+rc=0
+for kind in cuda cpu; do
+    [ -s "$work/$kind" ] || continue
+    dumps=$(xargs -P "${XC_JOBS:-4}" -I{} bash -c 'dump_one {}' <"$work/$kind")
+    n_want=$(wc -l <"$work/$kind"); n_got=$(echo "$dumps" | grep -c . || true)
+    [ "$n_got" -lt "$n_want" ] && rc=1
+    [ -n "$dumps" ] || continue
+    echo "=== torchrun ($kind): $n_got dumps"
+    ${TORCHRUN:-torchrun} --nproc-per-node "$world" --master-port "${XC_PORT:-29511}" \
+        "$here/crosscheck.py" --device "$kind" --pkb "$pkb" --dump $dumps || rc=1
+done
+exit $rc
