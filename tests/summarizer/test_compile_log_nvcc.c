@@ -1,6 +1,6 @@
 /* Compiler output condensing on real nvcc logs: broken CUDA files are compiled in a directory
- * shaped like a sandbox job, and the condensed text is checked against the raw log. Skipped
- * (77) when nvcc is not installed. */
+ * shaped like a sandbox job, and the condensed text is checked against the raw log. nvcc is
+ * part of the build (CMake found it): without it the test fails. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -141,8 +141,8 @@ static int teardown(void **state) {
 
 int main(void) {
     if (access(PK_TEST_NVCC, X_OK) != 0) {
-        fprintf(stderr, "skipped: no nvcc at %s\n", PK_TEST_NVCC);
-        return 77;
+        fprintf(stderr, "no nvcc at %s (the build found it there)\n", PK_TEST_NVCC);
+        return 1;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repeated_and_distinct_errors),
