@@ -124,21 +124,6 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
     return PK_OK;
 }
 
-char *pk_episode_next_prompt(pk_episode *e) {
-    pk_turn_view *views = calloc((size_t)e->n_turns, sizeof *views);
-    if (!views)
-        return NULL;
-    for (int i = 0; i < e->n_turns; i++)
-        views[i] = (pk_turn_view){.turn = i + 1,
-                                  .code = e->turns[i].code,
-                                  .summary = e->turns[i].summary,
-                                  .feedback = e->turns[i].feedback};
-    char *prompt =
-        pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
-    free(views);
-    return pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
-}
-
 static char *dup_or_null(const char *text) {
     return text ? strdup(text) : NULL;
 }
