@@ -8,7 +8,7 @@ if(PK_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
-# pk_module_target(<target>): apply the project's warning set.
+# pk_strict(<target>): apply the project's warning set to the target's C sources.
 function(pk_strict target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:C>:${PK_C_WARNINGS}>)
 endfunction()

@@ -10,35 +10,47 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return pk_error_errno(err, errno == ENOENT ? PK_ERR_NOT_FOUND : PK_ERR_IO, "open %s", path);
+/* Reads fd to its end (at most max_bytes when non-zero) and closes it. */
+static int read_fd(int fd, const char *path, size_t max_bytes, char **out, size_t *out_len,
+                   pk_error *err) {
     pk_strbuf sb = {0};
     char buf[65536];
+    int rc = PK_OK;
     for (;;) {
         ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            int rc = pk_error_errno(err, PK_ERR_IO, "read %s", path);
-            close(fd);
-            pk_strbuf_free(&sb);
-            return rc;
+            rc = pk_error_errno(err, PK_ERR_IO, "read %s", path);
+            break;
         }
         if (n == 0)
             break;
+        if (max_bytes && sb.len + (size_t)n > max_bytes) {
+            rc = pk_error_set(err, PK_ERR_INVALID, "%s: larger than %zu bytes", path, max_bytes);
+            break;
+        }
         if (pk_strbuf_append(&sb, buf, (size_t)n)) {
-            close(fd);
-            pk_strbuf_free(&sb);
-            return pk_error_set(err, PK_ERR_NOMEM, "out of memory reading %s", path);
+            rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory reading %s", path);
+            break;
         }
     }
     close(fd);
+    if (rc) {
+        pk_strbuf_free(&sb);
+        return rc;
+    }
     if (out_len)
         *out_len = sb.len;
     *out = pk_strbuf_take(&sb);
     return PK_OK;
+}
+
+int pk_read_file(const char *path, char **out, size_t *out_len, pk_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return pk_error_errno(err, errno == ENOENT ? PK_ERR_NOT_FOUND : PK_ERR_IO, "open %s", path);
+    return read_fd(fd, path, 0, out, out_len, err);
 }
 
 int pk_read_file_untrusted(const char *path, size_t max_bytes, char **out, size_t *out_len,
@@ -52,33 +64,7 @@ int pk_read_file_untrusted(const char *path, size_t max_bytes, char **out, size_
         close(fd);
         return pk_error_set(err, PK_ERR_INVALID, "%s is not a regular file", path);
     }
-    pk_strbuf sb = {0};
-    char buf[65536];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int rc = pk_error_errno(err, PK_ERR_IO, "read %s", path);
-            close(fd);
-            pk_strbuf_free(&sb);
-            return rc;
-        }
-        if (n == 0)
-            break;
-        if ((max_bytes && sb.len + (size_t)n > max_bytes) ||
-            pk_strbuf_append(&sb, buf, (size_t)n)) {
-            close(fd);
-            pk_strbuf_free(&sb);
-            return pk_error_set(err, max_bytes ? PK_ERR_INVALID : PK_ERR_NOMEM,
-                                "%s: larger than %zu bytes, or out of memory", path, max_bytes);
-        }
-    }
-    close(fd);
-    if (out_len)
-        *out_len = sb.len;
-    *out = pk_strbuf_take(&sb);
-    return PK_OK;
+    return read_fd(fd, path, max_bytes, out, out_len, err);
 }
 
 static int write_file_mode(const char *path, const void *data, size_t len, mode_t mode,

@@ -1,4 +1,5 @@
-/* The observation's chat form (`messages`, docs/protocol.md), built from an episode's turns. */
+/* The observation built from an episode's turns: its chat form (`messages`, docs/protocol.md)
+ * and the next prompt. */
 #include <stdlib.h>
 
 #include "server.h"
@@ -25,18 +26,34 @@ static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn
     return out;
 }
 
-json_t *pk_episode_messages_json(pk_episode *e) {
+/* The turns as the summarizer sees them (at least one element, so never a zero calloc). */
+static pk_turn_view *turn_views(const pk_episode *e) {
     pk_turn_view *views = calloc((size_t)(e->n_turns > 0 ? e->n_turns : 1), sizeof *views);
-    if (!views)
-        return NULL;
-    for (int i = 0; i < e->n_turns; i++)
+    for (int i = 0; views && i < e->n_turns; i++)
         views[i] = (pk_turn_view){.turn = i + 1,
                                   .code = e->turns[i].code,
                                   .summary = e->turns[i].summary,
                                   .feedback = e->turns[i].feedback};
+    return views;
+}
+
+json_t *pk_episode_messages_json(pk_episode *e) {
+    pk_turn_view *views = turn_views(e);
+    if (!views)
+        return NULL;
     json_t *out = messages_json(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
     free(views);
     return out;
+}
+
+char *pk_episode_next_prompt(pk_episode *e) {
+    pk_turn_view *views = turn_views(e);
+    if (!views)
+        return NULL;
+    char *prompt =
+        pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
+    free(views);
+    return pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
 }
 
 json_t *pk_first_messages_json(const pk_server *s, const pk_problem *p) {

@@ -5,14 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "pk_splitmix.h"
 #include "server.h"
-
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
 
 static void free_pending(pk_pending_step *p) {
     if (!p)
@@ -98,47 +92,36 @@ static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
     return info;
 }
 
-/* Appends the finished turn to e; fills *score. */
+/* Appends the finished turn to e (scored) once everything it needs exists; on failure e is
+ * unchanged, so that no turn is kept in memory that the store never gets. */
 static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk_eval_result *r,
                        pk_error *err) {
-    pk_turn_record *grown = realloc(e->turns, (size_t)(e->n_turns + 1) * sizeof *grown);
-    if (!grown)
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    e->turns = grown;
-    pk_turn_record *t = &e->turns[e->n_turns];
-    *t = p->turn;
+    pk_turn_record t = p->turn;
     memset(&p->turn, 0, sizeof p->turn);
-    t->status = r->status;
-    t->finished_at = pk_wall_time_s();
-    t->result_json = pk_eval_result_to_json(r);
-    t->feedback = pk_utf8_sanitize_take(pk_summarizer_feedback(e->summarizer, r, e->problem));
-    e->n_turns++;
-    if (!t->result_json)
-        return pk_error_set(err, PK_ERR_INTERNAL, "the evaluation result could not be encoded");
-    if (!t->feedback)
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory writing feedback");
+    t.status = r->status;
+    t.finished_at = pk_wall_time_s();
+    t.result_json = pk_eval_result_to_json(r);
+    t.feedback = pk_utf8_sanitize_take(pk_summarizer_feedback(e->summarizer, r, e->problem));
     pk_turn_facts facts;
-    int rc = pk_turn_facts_from_result_json(t->result_json, &facts, err);
-    if (rc)
+    pk_turn_record *grown = NULL;
+    int rc;
+    if (!t.result_json)
+        rc = pk_error_set(err, PK_ERR_INTERNAL, "the evaluation result could not be encoded");
+    else if (!t.feedback)
+        rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory writing feedback");
+    else
+        rc = pk_turn_facts_from_result_json(t.result_json, &facts, err);
+    if (!rc && !(grown = realloc(e->turns, (size_t)(e->n_turns + 1) * sizeof *grown)))
+        rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    if (rc) {
+        pk_turn_record_free(&t);
         return rc;
-    pk_reward_breakdown(&e->reward, &facts, &t->parts);
-    t->score = t->parts.total;
+    }
+    pk_reward_breakdown(&e->reward, &facts, &t.parts);
+    t.score = t.parts.total;
+    e->turns = grown;
+    e->turns[e->n_turns++] = t;
     return PK_OK;
-}
-
-char *pk_episode_next_prompt(pk_episode *e) {
-    pk_turn_view *views = calloc((size_t)e->n_turns, sizeof *views);
-    if (!views)
-        return NULL;
-    for (int i = 0; i < e->n_turns; i++)
-        views[i] = (pk_turn_view){.turn = i + 1,
-                                  .code = e->turns[i].code,
-                                  .summary = e->turns[i].summary,
-                                  .feedback = e->turns[i].feedback};
-    char *prompt =
-        pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
-    free(views);
-    return pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
 }
 
 static char *dup_or_null(const char *text) {
@@ -214,7 +197,49 @@ static void sanitize_result(pk_eval_result *r) {
             pk_utf8_sanitize_buf(r->trials[i].mismatch[k].arg, sizeof r->trials[i].mismatch[k].arg);
 }
 
-/* Completes a step with its evaluation result and replies. Consumes p. */
+/* Takes back the turn record_turn appended (the step before it did not end the episode). */
+static void unrecord_turn(pk_episode *e) {
+    pk_turn_record_free(&e->turns[--e->n_turns]);
+    e->done = 0;
+    free(e->returns);
+    e->returns = NULL;
+}
+
+/* The reply to a step whose turn was recorded, and its store job; NULL (with *why) when one
+ * cannot be built. */
+static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, pk_store_job **job,
+                          const char **why) {
+    const pk_turn_record *t = &e->turns[e->n_turns - 1];
+    int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
+    int truncated = !terminated && e->n_turns >= e->max_turns;
+    if (terminated || truncated)
+        pk_episode_finish(e);
+    *job = turn_job(e);
+    char *prompt = *job ? pk_episode_next_prompt(e) : NULL;
+    json_t *messages = prompt ? pk_episode_messages_json(e) : NULL;
+    json_t *body = messages
+                       ? json_pack("{s:{s:s, s:s, s:i, s:o}, s:f, s:b, s:b, s:o}", "observation",
+                                   "prompt", prompt, "feedback", t->feedback, "turn", e->n_turns,
+                                   "messages", messages, "reward", t->score, "terminated",
+                                   terminated, "truncated", truncated, "info", step_info(e, r))
+                       : NULL;
+    if (!body) {
+        *why = !*job     ? "out of memory preparing the store write"
+               : !prompt ? "out of memory building the next prompt"
+                         : "out of memory building the reply";
+        free(prompt);
+        pk_store_job_free(*job);
+        *job = NULL;
+        return NULL;
+    }
+    free(e->prompt);
+    e->prompt = prompt;
+    return body;
+}
+
+/* Completes a step with its evaluation result and replies. Consumes p. A turn is kept only
+ * together with its store write: on any failure the step is answered `internal` and the
+ * episode is as before it (the client may send the action again). */
 static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
     pk_episode *e = p->ep;
     pk_error err;
@@ -225,32 +250,12 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
         snprintf(e->gpu_model, sizeof e->gpu_model, "%s", r->gpu_name);
     e->last_active_ms = pk_now_ms();
     s->n.steps_done++;
-    json_t *body = NULL;
+    const char *why = err.message;
     pk_store_job *job = NULL;
-    if (record_turn(s, e, p, r, &err) == PK_OK) {
-        const pk_turn_record *t = &e->turns[e->n_turns - 1];
-        int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
-        int truncated = !terminated && e->n_turns >= e->max_turns;
-        if (terminated || truncated)
-            pk_episode_finish(e);
-        job = turn_job(e);
-        char *prompt = pk_episode_next_prompt(e);
-        json_t *messages = prompt ? pk_episode_messages_json(e) : NULL;
-        if (messages) {
-            free(e->prompt);
-            e->prompt = prompt;
-            body = json_pack("{s:{s:s, s:s, s:i, s:o}, s:f, s:b, s:b, s:o}", "observation",
-                             "prompt", e->prompt, "feedback", t->feedback, "turn", e->n_turns,
-                             "messages", messages, "reward", t->score, "terminated", terminated,
-                             "truncated", truncated, "info", step_info(e, r));
-        } else {
-            free(prompt);
-            body = pk_error_body(PK_E_INTERNAL, "out of memory building the next prompt");
-        }
-    } else {
-        body = pk_error_body(PK_E_INTERNAL, err.message);
-    }
-    if (body && !json_object_get(body, "error") && job) {
+    json_t *body = NULL;
+    if (record_turn(s, e, p, r, &err) == PK_OK && !(body = turn_reply(e, r, &job, &why)))
+        unrecord_turn(e);
+    if (body) {
         /* The reply goes out once the turn is committed to the store; an episode closed
          * meanwhile stays in memory until then, so `trajectory` never misses the turn. */
         pk_server_store_then_reply(s, job, &p->env, p->id_raw, p->id_len, body, NULL, e);
@@ -258,12 +263,8 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
         free_pending(p);
         return;
     }
-    if (body && !json_object_get(body, "error")) {
-        json_decref(body);
-        body = pk_error_body(PK_E_INTERNAL, "out of memory preparing the store write");
-    }
-    pk_store_job_free(job);
-    pk_server_reply(s, &p->env, p->id_raw, p->id_len, body);
+    pk_journal_step_end(s->journal, e->id); /* no turn: a restart must not await one */
+    pk_server_reply(s, &p->env, p->id_raw, p->id_len, pk_error_body(PK_E_INTERNAL, why));
     free_pending(p);
     pk_server_release_if_closed(s, e);
 }
@@ -271,8 +272,9 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
 void pk_server_on_completion(pk_server *s, pk_completion *done) {
     pk_pending_step *p = done->user;
     s->n.steps_in_flight--;
-    /* A format_error without a reason after the server extracted code means the harness
-     * produced no verdict (a stage that does not exist yet): never report it as the model's. */
+    /* A completion record starts zeroed, which reads as format_error: one without a reason
+     * after the server extracted code is a result no stage wrote (an executor that returned
+     * early without setting harness_rc). Never charge it to the model. */
     int no_verdict = !done->harness_rc && done->result.status == PK_STATUS_FORMAT_ERROR &&
                      done->result.reason[0] == '\0';
     if (no_verdict)
@@ -421,7 +423,7 @@ void pk_op_step(pk_call *c) {
     pk_eval_opts opts = e->eval;
     /* Every episode has a seed (the client's or one drawn at reset): each step's input seed
      * follows from it and the turn, so the episode can be replayed. 0 would mean "draw one". */
-    opts.seed = splitmix64((uint64_t)e->seed ^ splitmix64((uint64_t)e->n_turns + 1));
+    opts.seed = pk_splitmix64((uint64_t)e->seed ^ pk_splitmix64((uint64_t)e->n_turns + 1));
     if (!opts.seed)
         opts.seed = 1;
     uint64_t ticket;

@@ -507,11 +507,12 @@ static int init_sockets(pk_server *s, pk_error *err) {
      * those up to 4x the limit still get a clear bad_request. */
     int64_t maxmsg = (int64_t)s->max_request_bytes * 4;
     int hwm = 100000, linger = 1000, unlimited = 0;
-    zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger);
-    zmq_setsockopt(s->done_pull, ZMQ_RCVHWM, &unlimited, sizeof unlimited);
+    if (zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
+        zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger) ||
+        zmq_setsockopt(s->done_pull, ZMQ_RCVHWM, &unlimited, sizeof unlimited))
+        return pk_error_set(err, PK_ERR_SYSTEM, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
     char done[96];
     snprintf(done, sizeof done, "inproc://pkgym-done-%p", (void *)s);
     if (zmq_bind(s->done_pull, done) != 0)
@@ -602,9 +603,13 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
         pk_store_close(store);
         return pk_error_set(err, PK_ERR_SYSTEM, "bind %s: %s", stored, zmq_strerror(zmq_errno()));
     }
+    /* The writer owns the store once it runs; until then it is ours to close. */
     rc = pk_store_writer_start(store, s->zctx, stored, &s->writer, err);
-    if (!rc)
-        rc = pk_journal_open(o->data_dir, &s->journal, err);
+    if (rc) {
+        pk_store_close(store);
+        return rc;
+    }
+    rc = pk_journal_open(o->data_dir, &s->journal, err);
     /* Episodes of the last run continue (docs/protocol.md, "Restart"). */
     if (!rc)
         rc = pk_episode_restore(s, err);

@@ -16,7 +16,7 @@
 #include "pk_reward.h"
 #include "pk_scheduler.h"
 #include "pk_store.h"
-#include "request.h"
+#include "pk_env_protocol.h"
 #include "server_journal.h"
 #include "store_writer.h"
 #include "transport.h"

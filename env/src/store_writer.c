@@ -56,13 +56,11 @@ static void *run(void *arg) {
     pk_store_writer *w = arg;
     void *push = zmq_socket(w->zctx, ZMQ_PUSH);
     int unlimited = 0, linger = -1;
-    if (push) {
-        zmq_setsockopt(push, ZMQ_SNDHWM, &unlimited, sizeof unlimited);
-        zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger);
-        if (zmq_connect(push, w->endpoint) != 0) {
-            zmq_close(push);
-            push = NULL;
-        }
+    if (push && (zmq_setsockopt(push, ZMQ_SNDHWM, &unlimited, sizeof unlimited) ||
+                 zmq_setsockopt(push, ZMQ_LINGER, &linger, sizeof linger) ||
+                 zmq_connect(push, w->endpoint))) {
+        zmq_close(push);
+        push = NULL;
     }
     if (!push)
         fprintf(stderr, "pkgym serve: store writer cannot reach the server: %s\n",

@@ -8,6 +8,17 @@
 
 #define PK_HARNESS_VERSION "harness-1"
 
+/* The stage limits when pk_eval_opts leaves them 0 (pk_harness.h): one definition for the
+ * compile and run sandboxes, the warm run and the timeout verdict. */
+#define PK_DEFAULT_COMPILE_TIMEOUT_MS 120000
+#define PK_DEFAULT_RUN_TIMEOUT_MS 60000
+static inline int pk_compile_timeout_ms(const pk_eval_opts *o) {
+    return o->compile_timeout_ms > 0 ? o->compile_timeout_ms : PK_DEFAULT_COMPILE_TIMEOUT_MS;
+}
+static inline int pk_run_timeout_ms(const pk_eval_opts *o) {
+    return o->run_timeout_ms > 0 ? o->run_timeout_ms : PK_DEFAULT_RUN_TIMEOUT_MS;
+}
+
 /* libelf checks of a compiled candidate: entry point, allowlisted undefined symbols,
  * forbidden calls, no interposing definitions. Adds checks to res and, when one fails, sets
  * res->status (format_error or rejected with res->rule). Returns non-zero only if the file

@@ -168,7 +168,7 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         for (int i = 0; i < res->n_hung; i++)
             pk_strbuf_printf(&hung, "%s%d", i ? ", " : "", res->hung_ranks[i]);
         /* One clause the feedback can quote as it is: who hung, the limit, each rank's state. */
-        int limit_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
+        int limit_ms = pk_run_timeout_ms(&job->opts);
         snprintf(res->reason, sizeof res->reason,
                  "rank%s %s of %d did not finish within the %d ms run limit (stopped after %.0f "
                  "ms%s)",

@@ -56,7 +56,7 @@ static int load_dir(allow_set *set, pk_error *err) {
         if (e->d_name[0] == '.')
             continue;
         char path[4096];
-        snprintf(path, sizeof(path), "%s/%s", set->dir, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", set->dir, e->d_name);
         struct stat fst;
         if (stat(path, &fst) != 0 || !S_ISREG(fst.st_mode))
             continue;
@@ -68,7 +68,7 @@ static int load_dir(allow_set *set, pk_error *err) {
         }
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            void *grown = realloc(keys, cap * sizeof(*keys));
+            void *grown = realloc(keys, cap * sizeof *keys);
             if (!grown) {
                 rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
                 break;
@@ -154,7 +154,7 @@ static void handle_request(pk_curve_server *s) {
         send_reply(s->zap, &f[1], "500", "unsupported ZAP version", "");
     } else if (frame_is(&f[5], "CURVE") && n >= 7 && zmq_msg_size(&f[6]) == 32) {
         char domain[64] = "", key[PK_CURVE_KEY_LEN + 1];
-        size_t dl = zmq_msg_size(&f[2]) < sizeof(domain) ? zmq_msg_size(&f[2]) : 0;
+        size_t dl = zmq_msg_size(&f[2]) < sizeof domain ? zmq_msg_size(&f[2]) : 0;
         memcpy(domain, zmq_msg_data(&f[2]), dl);
         domain[dl] = '\0';
         zmq_z85_encode(key, zmq_msg_data(&f[6]), 32);
@@ -195,7 +195,7 @@ int pk_curve_server_start(void *zctx, const char *secret_key_file, pk_curve_serv
     *out = NULL;
     if (!pk_curve_available())
         return pk_error_set(err, PK_ERR_UNSUPPORTED, "this libzmq was built without CURVE");
-    pk_curve_server *s = calloc(1, sizeof(*s));
+    pk_curve_server *s = calloc(1, sizeof *s);
     if (!s)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&s->lock, NULL);
@@ -206,7 +206,7 @@ int pk_curve_server_start(void *zctx, const char *secret_key_file, pk_curve_serv
     }
     s->zap = zmq_socket(zctx, ZMQ_REP);
     int linger = 0;
-    if (!s->zap || zmq_setsockopt(s->zap, ZMQ_LINGER, &linger, sizeof(linger)) != 0 ||
+    if (!s->zap || zmq_setsockopt(s->zap, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_bind(s->zap, ZAP_ENDPOINT) != 0) {
         rc = pk_error_set(err, PK_ERR_SYSTEM, "ZAP handler: bind %s: %s", ZAP_ENDPOINT,
                           zmq_strerror(zmq_errno()));
@@ -223,7 +223,7 @@ int pk_curve_server_start(void *zctx, const char *secret_key_file, pk_curve_serv
 }
 
 int pk_curve_server_allow(pk_curve_server *s, const char *domain, const char *dir, pk_error *err) {
-    if (!s || !domain || !dir || strlen(domain) >= sizeof(s->domains[0].domain))
+    if (!s || !domain || !dir || strlen(domain) >= sizeof s->domains[0].domain)
         return pk_error_set(err, PK_ERR_INVALID, "pk_curve_server_allow: bad arguments");
     pthread_mutex_lock(&s->lock);
     int rc = PK_OK;
@@ -231,8 +231,8 @@ int pk_curve_server_allow(pk_curve_server *s, const char *domain, const char *di
         rc = pk_error_set(err, PK_ERR_INVALID, "at most %d ZAP domains", MAX_DOMAINS);
     } else {
         allow_set *set = &s->domains[s->n_domains];
-        memset(set, 0, sizeof(*set));
-        snprintf(set->domain, sizeof(set->domain), "%s", domain);
+        memset(set, 0, sizeof *set);
+        snprintf(set->domain, sizeof set->domain, "%s", domain);
         set->dir = strdup(dir);
         rc = set->dir ? load_dir(set, err) : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
         if (rc == PK_OK) {
@@ -278,6 +278,6 @@ void pk_curve_server_stop(pk_curve_server *s) {
         free(s->domains[i].keys);
     }
     pthread_mutex_destroy(&s->lock);
-    memset(s->keys.secret_key, 0, sizeof(s->keys.secret_key));
+    memset(s->keys.secret_key, 0, sizeof s->keys.secret_key);
     free(s);
 }

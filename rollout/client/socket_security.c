@@ -33,7 +33,7 @@ static int tcp_host(const char *endpoint, char *host, size_t cap) {
 
 int pk_endpoint_is_loopback_tcp(const char *endpoint) {
     char host[256];
-    if (tcp_host(endpoint, host, sizeof(host)) != 0)
+    if (tcp_host(endpoint, host, sizeof host) != 0)
         return 0;
     if (strncmp(host, "127.", 4) == 0) {
         /* Only a dotted IPv4 address: "127.example.com" is a name that resolves anywhere. */
@@ -57,7 +57,7 @@ static int set_curve_server(void *sock, const pk_curve_server *curve, const char
                   zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) != 0))
         return pk_error_set(err, PK_ERR_SYSTEM, "CURVE server options: %s",
                             zmq_strerror(zmq_errno()));
-    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &on, sizeof(on)) != 0)
+    if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &on, sizeof on) != 0)
         return pk_error_set(err, PK_ERR_SYSTEM, "socket security options: %s",
                             zmq_strerror(zmq_errno()));
     return PK_OK;

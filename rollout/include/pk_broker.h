@@ -72,8 +72,10 @@ int pk_broker_submit_noop(pk_broker *b, void *user, uint64_t *ticket, pk_error *
 void pk_broker_get_stats(pk_broker *b, pk_broker_stats *out);
 /* Connected workers and recent departures, for `stats`: [{name, state, gpus, ...}]. */
 json_t *pk_broker_workers_json(pk_broker *b);
-/* Stops accepting, gives dispatched jobs up to grace_ms, cancels the rest (their completions
- * carry harness_rc PK_ERR_BUSY), and joins the broker's thread. */
+/* Stops accepting. Until grace_ms have passed, queued jobs still go to workers and results are
+ * taken, as in pk_scheduler_shutdown; then every job queued or at a worker is cancelled (its
+ * completion carries harness_rc PK_ERR_BUSY; a worker's late result is dropped). Returns once
+ * the broker's thread is joined: at the deadline, or earlier when no job is left. */
 void pk_broker_shutdown(pk_broker *b, int grace_ms);
 void pk_broker_free(pk_broker *b);
 

@@ -30,9 +30,8 @@ typedef struct pk_scheduler_opts {
     int remeasure_baseline; /* time the reference on every step instead of caching it */
     double baseline_max_cv; /* a cached baseline with a higher CV is measured again; 0: 0.1 */
     double baseline_max_age_s; /* ... and one older than this; 0: 86400 */
-    /* Added by the rollout engine (zero keeps the defaults): */
-    int run_host_slots; /* concurrent runs of host problems; 0: compile_workers */
-    int max_bypass;     /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
+    int run_host_slots;        /* concurrent runs of host problems; 0: compile_workers */
+    int max_bypass; /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
 } pk_scheduler_opts;
 
 /* One finished job, sent over done_endpoint as a single frame holding the pointer
@@ -58,7 +57,6 @@ typedef struct pk_scheduler_stats {
     uint64_t baseline_cache_hits;
     uint64_t baseline_cache_stale; /* cached baselines measured again (CV or age over the limit) */
     double gpu_busy_ms;            /* summed over GPUs since start */
-    /* Added by the rollout engine: */
     int compile_workers;
     double compile_busy_ms; /* summed over compile workers since start */
     double host_busy_ms;    /* runs of host problems, summed over host slots */
@@ -74,8 +72,11 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
 int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source,
                         const pk_eval_opts *opts, void *user, uint64_t *ticket, pk_error *err);
 void pk_scheduler_get_stats(pk_scheduler *s, pk_scheduler_stats *out);
-/* Stops accepting, lets running jobs finish for up to grace_ms, cancels the rest (their
- * completions carry status timeout/harness error), and joins the workers. */
+/* Stops accepting. Until grace_ms have passed, queued and compiled jobs go on (compiles start,
+ * compiled jobs run); then every job that has not started its next stage is cancelled (its
+ * completion carries harness_rc PK_ERR_BUSY and a reason). A stage running at the deadline is
+ * not interrupted (the harness's compile and run timeouts bound it): a run delivers its
+ * verdict, a compile is cancelled when it ends. Returns once the workers are joined. */
 void pk_scheduler_shutdown(pk_scheduler *s, int grace_ms);
 void pk_scheduler_free(pk_scheduler *s);
 void pk_completion_free(pk_completion *c);

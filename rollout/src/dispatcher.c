@@ -9,11 +9,22 @@
 #include <string.h>
 #include <zmq.h>
 
-static void send_to_worker(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) {
+/* The work router is ROUTER_MANDATORY (scheduler.c): a worker it cannot reach is an error,
+ * not a silently dropped message. Such a worker is never used again. */
+static int send_to_worker(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) {
     char id[16];
     int n = snprintf(id, sizeof id, "w%d", w->index);
-    zmq_send(s->work_router, id, (size_t)n, ZMQ_SNDMORE);
-    zmq_send(s->work_router, m, sizeof *m, 0);
+    if (zmq_send(s->work_router, id, (size_t)n, ZMQ_SNDMORE) == n &&
+        zmq_send(s->work_router, m, sizeof *m, 0) == (int)sizeof *m)
+        return PK_OK;
+    fprintf(stderr, "pkgym scheduler: cannot reach worker %d: %s\n", w->index,
+            zmq_strerror(zmq_errno()));
+    pthread_mutex_lock(&s->mu);
+    w->dead = 1;
+    pthread_mutex_unlock(&s->mu);
+    w->busy = 1; /* never picked again */
+    w->job = NULL;
+    return PK_ERR_IO;
 }
 
 static void finish(pk_scheduler *s, pk_sched_job *j) {
@@ -53,20 +64,25 @@ static void drop_pregrant(pk_scheduler *s, pk_sched_job *j) {
     j->n_slots = 0;
 }
 
-static void cancel(pk_scheduler *s, pk_sched_job *j) {
+/* Ends j without a verdict: harness_rc set (the server answers `internal`, no turn). */
+static void fail_job(pk_scheduler *s, pk_sched_job *j, int code, const char *why) {
     if (j->task.state)
         s->exec.release(s->exec.ctx, &j->task); /* ends a warm run before its GPUs go back */
     drop_pregrant(s, j);
     j->task.res->status = PK_STATUS_TIMEOUT;
-    snprintf(j->task.res->reason, sizeof j->task.res->reason,
-             "cancelled: the scheduler shut down before this job ran");
-    j->completion->harness_rc =
-        pk_error_set(j->task.err, PK_ERR_BUSY, "the scheduler shut down before this job ran");
+    snprintf(j->task.res->reason, sizeof j->task.res->reason, "cancelled: %s", why);
+    j->completion->harness_rc = pk_error_set(j->task.err, code, "%s", why);
     finish(s, j);
 }
 
-static void cancel_waiting(pk_scheduler *s) {
-    int n_compile = 0, n_run = 0;
+static void cancel(pk_scheduler *s, pk_sched_job *j) {
+    fail_job(s, j, PK_ERR_BUSY, "the scheduler shut down (its grace ended) before this job ran");
+}
+
+/* Cancels every job that waits (for a compile worker, a run worker or its slots); returns
+ * how many. */
+static int cancel_waiting(pk_scheduler *s) {
+    int n_compile = 0, n_run = 0, n_ready = 0;
     while (s->compile_head) {
         pk_sched_job *j = s->compile_head;
         s->compile_head = j->next;
@@ -78,6 +94,7 @@ static void cancel_waiting(pk_scheduler *s) {
         pk_sched_job *j = s->ready_head;
         s->ready_head = j->next;
         cancel(s, j);
+        n_ready++;
     }
     s->ready_tail = NULL;
     void *item;
@@ -90,6 +107,7 @@ static void cancel_waiting(pk_scheduler *s) {
     s->stats.queued_compile -= n_compile;
     s->stats.queued_run -= n_run;
     pthread_mutex_unlock(&s->mu);
+    return n_compile + n_run + n_ready;
 }
 
 static pk_sched_worker *idle_worker(pk_scheduler *s, int kind) {
@@ -113,10 +131,16 @@ static void start_compiles(pk_scheduler *s) {
         s->stats.queued_compile--;
         s->stats.compiling++;
         pthread_mutex_unlock(&s->mu);
-        send_to_worker(s, w, &m);
+        if (send_to_worker(s, w, &m) != PK_OK) {
+            pthread_mutex_lock(&s->mu);
+            s->stats.compiling--;
+            pthread_mutex_unlock(&s->mu);
+            fail_job(s, j, PK_ERR_IO, "the scheduler could not reach a compile worker");
+        }
     }
 }
 
+/* Hands j's run to w; on failure gives its slots back and fails it. */
 static void send_run(pk_scheduler *s, pk_sched_worker *w, pk_sched_job *j, int gpu) {
     pk_sched_msg m = {.type = PK_MSG_RUN, .ticket = j->task.ticket, .job = (uintptr_t)j};
     if (gpu) {
@@ -126,7 +150,15 @@ static void send_run(pk_scheduler *s, pk_sched_worker *w, pk_sched_job *j, int g
     }
     w->busy = 1;
     w->job = j;
-    send_to_worker(s, w, &m);
+    if (send_to_worker(s, w, &m) == PK_OK)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stats.running--;
+    s->stats.gpus_busy -= gpu ? j->n_slots : 0;
+    pthread_mutex_unlock(&s->mu);
+    pk_gpu_slots_release(gpu ? &s->gpu_slots : &s->host_slots, j->slots, j->n_slots);
+    j->pregranted = 0; /* its GPUs went back just now */
+    fail_job(s, j, PK_ERR_IO, "the scheduler could not reach a run worker");
 }
 
 static void start_runs(pk_scheduler *s) {
@@ -249,8 +281,8 @@ static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) 
     } else if (!j->task.run_needed || j->completion->harness_rc) {
         drop_pregrant(s, j); /* the worker's release has ended the warm run */
         finish(s, j);
-    } else if (s->stopping) {
-        cancel(s, j);
+    } else if (s->grace_over) {
+        cancel(s, j); /* compiled after the grace: it does not run */
     } else if (j->pregranted) {
         j->next = NULL;
         if (s->ready_tail)
@@ -277,10 +309,10 @@ static void read_submits(pk_scheduler *s) {
             else
                 s->compile_head = j;
             s->compile_tail = j;
-        } else if (n == (int)sizeof buf) {
+        } else if (n == (int)sizeof buf && !s->stopping) {
+            /* Work goes on until the deadline (pk_sched_dispatcher_main). */
             s->stopping = 1;
             s->stop_deadline_ms = pk_now_ms() + (double)buf[1];
-            cancel_waiting(s);
         }
     }
 }
@@ -294,8 +326,7 @@ static void read_workers(pk_scheduler *s) {
             return;
         int more = 0;
         size_t more_len = sizeof more;
-        zmq_getsockopt(s->work_router, ZMQ_RCVMORE, &more, &more_len);
-        if (!more)
+        if (zmq_getsockopt(s->work_router, ZMQ_RCVMORE, &more, &more_len) != 0 || !more)
             continue;
         int len = zmq_recv(s->work_router, &m, sizeof m, 0);
         int index = -1;
@@ -321,30 +352,62 @@ static int all_idle(pk_scheduler *s) {
 static void stop_workers(pk_scheduler *s) {
     pk_sched_msg m = {.type = PK_MSG_STOP};
     for (int i = 0; i < s->n_workers; i++)
-        send_to_worker(s, &s->workers[i], &m);
+        if (!s->workers[i].dead)
+            send_to_worker(s, &s->workers[i], &m);
+}
+
+static int nothing_queued(const pk_scheduler *s) {
+    return !s->compile_head && !s->ready_head && !s->gpu_slots.n_queued && !s->host_slots.n_queued;
+}
+
+static int running_stages(pk_scheduler *s) {
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_workers; i++)
+        n += s->workers[i].busy && !s->workers[i].dead && s->workers[i].job;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* Shutdown (pk_scheduler_shutdown): until the deadline, queued and compiled work proceeds as
+ * usual; then whatever has not started is cancelled. A stage already running is not
+ * interrupted (the harness's compile and run timeouts bound it): a run ends with its verdict,
+ * a compile that ends after the deadline is cancelled. Returns 1 when the dispatcher may stop. */
+static int stop_step(pk_scheduler *s) {
+    if (!s->grace_over && pk_now_ms() >= s->stop_deadline_ms) {
+        s->grace_over = 1;
+        int queued = cancel_waiting(s);
+        int running = running_stages(s);
+        if (queued || running)
+            fprintf(stderr,
+                    "pkgym scheduler: shutdown grace over: %d queued job(s) cancelled; waiting "
+                    "for %d running stage(s)\n",
+                    queued, running);
+    }
+    if (!s->grace_over) {
+        start_compiles(s);
+        start_runs(s);
+        pregrant(s);
+    }
+    if (all_idle(s) && (s->grace_over || nothing_queued(s))) {
+        stop_workers(s);
+        return 1;
+    }
+    return 0;
 }
 
 void *pk_sched_dispatcher_main(void *arg) {
     pk_scheduler *s = arg;
     zmq_pollitem_t items[2] = {{s->submit_pull, 0, ZMQ_POLLIN, 0},
                                {s->work_router, 0, ZMQ_POLLIN, 0}};
-    int warned = 0;
     for (;;) {
-        if (zmq_poll(items, 2, s->stopping ? 100 : -1) < 0 && zmq_errno() == ETERM)
+        if (zmq_poll(items, 2, s->stopping ? 20 : -1) < 0 && zmq_errno() == ETERM)
             break;
         read_submits(s);
         read_workers(s);
         if (s->stopping) {
-            if (all_idle(s)) {
-                stop_workers(s);
+            if (stop_step(s))
                 break;
-            }
-            if (!warned && pk_now_ms() > s->stop_deadline_ms) {
-                /* A running stage cannot be interrupted; the harness's own compile and run
-                 * timeouts bound how long this wait lasts. */
-                fprintf(stderr, "pkgym scheduler: grace period over, waiting for running jobs\n");
-                warned = 1;
-            }
             continue;
         }
         start_compiles(s);

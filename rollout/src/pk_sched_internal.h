@@ -67,8 +67,9 @@ struct pk_scheduler {
     pk_sched_worker *workers;
     int n_workers;
     int n_compile_workers;
-    int stopping;
-    double stop_deadline_ms;
+    int stopping;            /* pk_scheduler_shutdown was called: no new submits */
+    double stop_deadline_ms; /* the end of its grace */
+    int grace_over;          /* past it: waiting work was cancelled, nothing new starts */
 
     double t_start_ms;
 };

@@ -1,6 +1,6 @@
 /* The message between the dispatcher (ROUTER) and its workers (DEALER): one fixed-size frame.
- * Local workers receive the job as a pointer (inproc, same process); a remote worker would
- * need the job serialized instead, which is not built yet. */
+ * The workers are threads of this process: a job travels as a pointer (inproc). Jobs for
+ * other machines go through the broker instead, serialized (src/remote/pk_wire.h). */
 #ifndef PK_SCHED_MSG_H
 #define PK_SCHED_MSG_H
 

@@ -3,6 +3,7 @@
  * sockets of the server's context (dispatcher.c, worker.c). */
 #include "pk_sched_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +28,19 @@ static void *open_socket(pk_scheduler *s, int type, const char *ep, int bind, pk
         pk_error_set(err, PK_ERR_IO, "zmq_socket: %s", zmq_strerror(zmq_errno()));
         return NULL;
     }
-    int zero = 0;
-    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
-    /* Unbounded socket queues: the number of jobs is bounded by queue_limit instead. */
-    zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero);
-    int rc = bind ? zmq_bind(sock, ep) : zmq_connect(sock, ep);
+    int zero = 0, one = 1;
+    /* Unbounded socket queues: the number of jobs is bounded by queue_limit instead. A
+     * ROUTER fails a send to a worker it cannot route to instead of dropping it. */
+    int rc = zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) ||
+             zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero) ||
+             zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero) ||
+             (type == ZMQ_ROUTER && zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one));
+    if (rc != 0) {
+        pk_error_set(err, PK_ERR_IO, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
+        zmq_close(sock);
+        return NULL;
+    }
+    rc = bind ? zmq_bind(sock, ep) : zmq_connect(sock, ep);
     if (rc != 0) {
         pk_error_set(err, PK_ERR_IO, "zmq_%s %s: %s", bind ? "bind" : "connect", ep,
                      zmq_strerror(zmq_errno()));
@@ -241,7 +249,13 @@ void pk_scheduler_shutdown(pk_scheduler *s, int grace_ms) {
     if (was_accepting && s->dispatcher_started && s->submit_push) {
         /* A zero job pointer tells the dispatcher to stop; grace travels with it. */
         uint64_t stop[2] = {0, (uint64_t)(grace_ms > 0 ? grace_ms : 0)};
-        zmq_send(s->submit_push, stop, sizeof stop, 0);
+        /* An unbounded inproc queue to a bound PULL: nothing but a signal can fail it. */
+        int sent;
+        while ((sent = zmq_send(s->submit_push, stop, sizeof stop, 0)) < 0 && zmq_errno() == EINTR)
+            ;
+        if (sent != (int)sizeof stop)
+            fprintf(stderr, "pkgym scheduler: cannot tell the dispatcher to stop: %s\n",
+                    zmq_strerror(zmq_errno()));
     }
     pthread_mutex_unlock(&s->mu);
     if (s->dispatcher_started) {

@@ -49,14 +49,13 @@ void *pk_sched_worker_main(void *arg) {
     char id[16];
     int n = snprintf(id, sizeof id, "w%d", w->index);
     int zero = 0;
-    zmq_setsockopt(sock, ZMQ_ROUTING_ID, id, (size_t)n);
-    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero);
-    if (zmq_connect(sock, s->work_ep) != 0)
-        return give_up(w, sock);
     pk_sched_msg msg = {.type = PK_MSG_READY};
-    zmq_send(sock, &msg, sizeof msg, 0);
+    if (zmq_setsockopt(sock, ZMQ_ROUTING_ID, id, (size_t)n) ||
+        zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_setsockopt(sock, ZMQ_SNDHWM, &zero, sizeof zero) ||
+        zmq_setsockopt(sock, ZMQ_RCVHWM, &zero, sizeof zero) || zmq_connect(sock, s->work_ep) ||
+        zmq_send(sock, &msg, sizeof msg, 0) != (int)sizeof msg)
+        return give_up(w, sock);
     for (;;) {
         pk_sched_msg m;
         int len = zmq_recv(sock, &m, sizeof m, 0);
@@ -68,7 +67,10 @@ void *pk_sched_worker_main(void *arg) {
             continue;
         pk_sched_msg reply = {.type = PK_MSG_DONE};
         run_stage(s, &m, &reply);
-        zmq_send(sock, &reply, sizeof reply, 0);
+        /* Unsent, the dispatcher would wait for this job forever: this worker counts as dead,
+         * and the server answers the job's step when it stops (server.c). */
+        if (zmq_send(sock, &reply, sizeof reply, 0) != (int)sizeof reply)
+            return give_up(w, sock);
     }
     zmq_close(sock);
     return NULL;

@@ -75,7 +75,8 @@ typedef struct pk_sandbox_result {
 extern const char *const pk_sandbox_default_ro[];
 
 /* Runs argv[0] (a path) with argv inside a new sandbox and waits for it. Returns PK_OK when a
- * verdict was produced (any status, setup_error included); non-zero only on bad arguments. */
+ * verdict was produced (any status, setup_error included); otherwise PK_ERR_INVALID on bad
+ * arguments, or PK_ERR_NOMEM when the captured output could not be kept (res is then freed). */
 int pk_sandbox_run(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_result *res,
                    pk_error *err);
 void pk_sandbox_result_free(pk_sandbox_result *res);

@@ -33,14 +33,14 @@ static char *terse_feedback(const pk_summarizer_plugin_request *req) {
         return NULL; /* not a request we understand: the built-in text stays */
     }
     if (timing && strcmp(status, "correct") == 0) {
-        snprintf(buf, sizeof(buf), "correct: %.1f us vs baseline %.1f us (%.2fx)",
+        snprintf(buf, sizeof buf, "correct: %.1f us vs baseline %.1f us (%.2fx)",
                  json_real_value(json_object_get(timing, "time_us")),
                  json_real_value(json_object_get(timing, "baseline_us")),
                  json_real_value(json_object_get(timing, "speedup")));
     } else {
         const char *detail = log && log[0] ? log : reason && reason[0] ? reason : req->builtin;
         char *line = first_line(detail, TERSE_MAX);
-        snprintf(buf, sizeof(buf), "%s: %s", status, line ? line : "");
+        snprintf(buf, sizeof buf, "%s: %s", status, line ? line : "");
         free(line);
     }
     json_decref(root);
@@ -51,9 +51,8 @@ static char *terse_feedback(const pk_summarizer_plugin_request *req) {
 static char *terse_summarize(const pk_summarizer_plugin_request *req) {
     const char *text = req->builtin;
     size_t n = strcspn(text, ".\n");
-    if (text[n] == '.') {
+    if (text[n] == '.')
         n++;
-    }
     char *line = first_line(text, n < 120 ? n : 120);
     return line;
 }

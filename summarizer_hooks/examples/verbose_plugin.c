@@ -20,9 +20,8 @@ static void add(text *t, const char *fmt, ...) {
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     char *grown = n < 0 ? NULL : realloc(t->data, t->len + (size_t)n + 1);
-    if (!grown) {
+    if (!grown)
         return;
-    }
     va_start(ap, fmt);
     vsnprintf(grown + t->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
@@ -84,9 +83,8 @@ static char *verbose_summarize(const pk_summarizer_plugin_request *req) {
     json_t *root = json_loads(req->request_json, 0, NULL);
     const char *code = json_string_value(json_object_get(root, "code"));
     int lines = 0;
-    for (const char *p = code ? code : ""; *p; p++) {
+    for (const char *p = code ? code : ""; *p; p++)
         lines += *p == '\n';
-    }
     text t = {0};
     add(&t, "%s (code: %d lines)", req->builtin, code ? lines + 1 : 0);
     json_decref(root);

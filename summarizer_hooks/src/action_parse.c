@@ -11,7 +11,7 @@
 
 /* Removes <think>...</think> spans in place. A leading "</think>" with no opening tag means the
  * reasoning began in the prompt; an unterminated "<think>" swallows the rest of the answer. */
-static void pk_remove_think(char *text, int *unterminated) {
+static void remove_think(char *text, int *unterminated) {
     *unterminated = 0;
     char *open = strstr(text, PK_THINK_OPEN);
     char *close = strstr(text, PK_THINK_CLOSE);
@@ -31,12 +31,11 @@ static void pk_remove_think(char *text, int *unterminated) {
     }
 }
 
-static int pk_is_code_language(const char *info, size_t len) {
+static int is_code_language(const char *info, size_t len) {
     static const char *const langs[] = {"", "cuda", "cpp", "c++", "cu", "c"};
-    for (size_t i = 0; i < sizeof(langs) / sizeof(langs[0]); i++) {
-        if (strlen(langs[i]) == len && strncasecmp(info, langs[i], len) == 0) {
+    for (size_t i = 0; i < sizeof langs / sizeof langs[0]; i++) {
+        if (strlen(langs[i]) == len && strncasecmp(info, langs[i], len) == 0)
             return 1;
-        }
     }
     return 0;
 }
@@ -52,48 +51,42 @@ typedef struct pk_fence_scan {
 } pk_fence_scan;
 
 /* If line opens or closes a fence, returns the info string's start and length. */
-static int pk_fence_line(const char *line, const char *eol, const char **info, size_t *info_len) {
+static int fence_line(const char *line, const char *eol, const char **info, size_t *info_len) {
     const char *p = line;
-    for (int i = 0; i < 3 && p < eol && *p == ' '; i++) {
+    for (int i = 0; i < 3 && p < eol && *p == ' '; i++)
         p++;
-    }
-    if (eol - p < 3 || strncmp(p, "```", 3) != 0) {
+    if (eol - p < 3 || strncmp(p, "```", 3) != 0)
         return 0;
-    }
     p += 3;
-    while (p < eol && *p == '`') {
+    while (p < eol && *p == '`')
         p++;
-    }
-    while (p < eol && isspace((unsigned char)*p)) {
+    while (p < eol && isspace((unsigned char)*p))
         p++;
-    }
     const char *end = p;
-    while (end < eol && !isspace((unsigned char)*end)) {
+    while (end < eol && !isspace((unsigned char)*end))
         end++;
-    }
     *info = p;
     *info_len = (size_t)(end - p);
     return 1;
 }
 
-static void pk_scan_fences(const char *text, pk_fence_scan *sc) {
-    memset(sc, 0, sizeof(*sc));
+static void scan_fences(const char *text, pk_fence_scan *sc) {
+    memset(sc, 0, sizeof *sc);
     int in_block = 0, accepted = 0;
     const char *content = NULL;
     for (const char *line = text; *line;) {
         const char *eol = strchr(line, '\n');
-        if (!eol) {
+        if (!eol)
             eol = line + strlen(line);
-        }
         const char *next = *eol ? eol + 1 : eol;
         const char *info;
         size_t info_len;
-        if (pk_fence_line(line, eol, &info, &info_len)) {
+        if (fence_line(line, eol, &info, &info_len)) {
             if (!in_block) {
                 in_block = 1;
-                accepted = pk_is_code_language(info, info_len);
+                accepted = is_code_language(info, info_len);
                 if (!accepted && sc->other_lang[0] == '\0') {
-                    snprintf(sc->other_lang, sizeof(sc->other_lang), "%.*s",
+                    snprintf(sc->other_lang, sizeof sc->other_lang, "%.*s",
                              (int)(info_len > 24 ? 24 : info_len), info);
                 }
                 content = next;
@@ -114,41 +107,40 @@ static void pk_scan_fences(const char *text, pk_fence_scan *sc) {
     sc->unclosed_code = in_block && accepted;
 }
 
-static int pk_has_word(const char *text, const char *word) {
+static int has_word(const char *text, const char *word) {
     size_t n = strlen(word);
     for (const char *p = text; n && (p = strstr(p, word)) != NULL; p += n) {
         int left = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
         int right = !(isalnum((unsigned char)p[n]) || p[n] == '_');
-        if (left && right) {
+        if (left && right)
             return 1;
-        }
     }
     return 0;
 }
 
-static void pk_format_error(pk_parsed_action *out, const pk_fence_scan *sc, int unterminated) {
+static void explain_format_error(pk_parsed_action *out, const pk_fence_scan *sc, int unterminated) {
     out->format_ok = 0;
     if (sc->unclosed_code) {
-        snprintf(out->format_error, sizeof(out->format_error),
+        snprintf(out->format_error, sizeof out->format_error,
                  "the last code block is not closed with ``` (the answer may have been cut off)");
     } else if (unterminated) {
-        snprintf(out->format_error, sizeof(out->format_error),
+        snprintf(out->format_error, sizeof out->format_error,
                  "the answer ended inside <think> (no </think>), so it has no code block");
     } else if (sc->n_other_blocks > 0) {
-        snprintf(out->format_error, sizeof(out->format_error),
+        snprintf(out->format_error, sizeof out->format_error,
                  "no CUDA code block: found only ```%s; expected ```cuda (or ```cpp, ```c++, "
                  "```cu, ```c, ```) ... ```",
                  sc->other_lang);
     } else {
-        snprintf(out->format_error, sizeof(out->format_error),
+        snprintf(out->format_error, sizeof out->format_error,
                  "no code block: expected the complete code in ```cuda ... ```");
     }
 }
 
 /* The summary, in order of preference: the step's field, the text after the final block, an
  * extractive summary of the code. */
-static char *pk_choose_summary(const pk_summarizer *s, const char *field, const char *after,
-                               const char *code) {
+static char *choose_summary(const pk_summarizer *s, const char *field, const char *after,
+                            const char *code) {
     size_t cap = (size_t)s->opt.summary_chars;
     char *t = field ? pk_strndup_trim(field, strlen(field)) : NULL;
     if (t && t[0] == '\0') {
@@ -162,29 +154,27 @@ static char *pk_choose_summary(const pk_summarizer *s, const char *field, const 
             t = NULL;
         }
     }
-    if (!t) {
+    if (!t)
         return pk_builtin_extractive_summary(code, cap);
-    }
     char *capped = pk_text_cap(t, cap);
     free(t);
     return capped;
 }
 
 /* Sets code and format_ok; a format problem leaves format_ok 0 with its message. */
-static int pk_extract_code(pk_summarizer *s, const pk_fence_scan *sc, int unterminated,
-                           pk_parsed_action *out, pk_error *err) {
+static int extract_code(pk_summarizer *s, const pk_fence_scan *sc, int unterminated,
+                        pk_parsed_action *out, pk_error *err) {
     if (sc->n_code_blocks == 0 || sc->unclosed_code) {
-        pk_format_error(out, sc, unterminated);
+        explain_format_error(out, sc, unterminated);
         return PK_OK;
     }
     out->code = pk_strndup_trim(sc->code, sc->code_len);
-    if (!out->code) {
+    if (!out->code)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    }
     if (out->code[0] == '\0') {
-        snprintf(out->format_error, sizeof(out->format_error), "the final code block is empty");
-    } else if (s->entry && !pk_has_word(out->code, s->entry)) {
-        snprintf(out->format_error, sizeof(out->format_error),
+        snprintf(out->format_error, sizeof out->format_error, "the final code block is empty");
+    } else if (s->entry && !has_word(out->code, s->entry)) {
+        snprintf(out->format_error, sizeof out->format_error,
                  "the final code block does not define the entry point `%.64s` that the task "
                  "asks for",
                  s->entry);
@@ -194,50 +184,43 @@ static int pk_extract_code(pk_summarizer *s, const pk_fence_scan *sc, int unterm
     return PK_OK;
 }
 
-static int pk_parse_answer(pk_summarizer *s, char *answer, const char *summary_field,
-                           pk_parsed_action *out, pk_error *err) {
+static int parse_answer(pk_summarizer *s, char *answer, const char *summary_field,
+                        pk_parsed_action *out, pk_error *err) {
     int unterminated = 0;
-    pk_remove_think(answer, &unterminated);
+    remove_think(answer, &unterminated);
     pk_fence_scan sc;
-    pk_scan_fences(answer, &sc);
-    int rc = pk_extract_code(s, &sc, unterminated, out, err);
-    if (rc != PK_OK) {
+    scan_fences(answer, &sc);
+    int rc = extract_code(s, &sc, unterminated, out, err);
+    if (rc != PK_OK)
         return rc;
-    }
     /* Format errors get a summary too: the history shows every turn. */
-    out->summary = pk_choose_summary(s, summary_field, sc.n_code_blocks ? sc.after : NULL,
-                                     out->code ? out->code : "");
+    out->summary = choose_summary(s, summary_field, sc.n_code_blocks ? sc.after : NULL,
+                                  out->code ? out->code : "");
     return out->summary ? PK_OK : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
 }
 
 int pk_summarizer_parse_action(pk_summarizer *s, const char *action, const char *summary_field,
                                pk_parsed_action *out, pk_error *err) {
-    if (!out) {
+    if (!out)
         return pk_error_set(err, PK_ERR_INVALID, "parse_action: out is NULL");
-    }
-    memset(out, 0, sizeof(*out));
-    if (!s || !action) {
+    memset(out, 0, sizeof *out);
+    if (!s || !action)
         return pk_error_set(err, PK_ERR_INVALID, "parse_action: summarizer or action is NULL");
-    }
     char *answer = strdup(action);
-    if (!answer) {
+    if (!answer)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    }
-    int rc = pk_parse_answer(s, answer, summary_field, out, err);
+    int rc = parse_answer(s, answer, summary_field, out, err);
     free(answer);
-    if (rc == PK_OK && out->format_ok && s->opt.hooks[PK_HOOK_SUMMARIZE].kind != PK_HOOK_BUILTIN) {
+    if (rc == PK_OK && out->format_ok && s->opt.hooks[PK_HOOK_SUMMARIZE].kind != PK_HOOK_BUILTIN)
         rc = pk_summarize_hook(s, action, summary_field, out, err);
-    }
-    if (rc != PK_OK) {
+    if (rc != PK_OK)
         pk_parsed_action_free(out);
-    }
     return rc;
 }
 
 void pk_parsed_action_free(pk_parsed_action *a) {
-    if (!a) {
+    if (!a)
         return;
-    }
     free(a->code);
     free(a->summary);
     a->code = NULL;

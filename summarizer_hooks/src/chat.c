@@ -22,7 +22,7 @@ static char *render_assistant(const pk_summarizer *s, const pk_turn_view *t, con
 
 static char *render_feedback(const pk_summarizer *s, const pk_turn_view *t) {
     char num[16];
-    snprintf(num, sizeof(num), "%d", t->turn);
+    snprintf(num, sizeof num, "%d", t->turn);
     const char *vars[] = {"turn",     num,
                           "feedback", t->feedback ? t->feedback : "",
                           "continue", s->tpl.text[PK_TPL_CONTINUE],
@@ -33,11 +33,10 @@ static char *render_feedback(const pk_summarizer *s, const pk_turn_view *t) {
 /* The first user message: the first prompt, and the note when `omitted` turns were dropped. */
 static char *render_first_user(pk_summarizer *s, const char *task, int omitted) {
     char *first = pk_summarizer_first_prompt(s, task);
-    if (!first || omitted == 0) {
+    if (!first || omitted == 0)
         return first;
-    }
     char count[16];
-    snprintf(count, sizeof(count), "%d", omitted);
+    snprintf(count, sizeof count, "%d", omitted);
     const char *ov[] = {"count", count, NULL};
     pk_strbuf sb = {0};
     int rc = pk_strbuf_puts(&sb, first);
@@ -97,14 +96,12 @@ static int fit_last_turn(pk_summarizer *s, const char *task, const pk_turn_view 
     for (int attempt = 0; attempt < 12 && keep > 0; attempt++) {
         keep /= 2;
         char *cut = pk_cut_code(code, keep);
-        if (!cut) {
+        if (!cut)
             return -1;
-        }
         int k = assemble(s, task, turns, n, n - 1, cut, m);
         free(cut);
-        if (k < 0 || fits_all(s, m, k)) {
+        if (k < 0 || fits_all(s, m, k))
             return k;
-        }
         clear(m, k);
     }
     return 0;
@@ -112,27 +109,23 @@ static int fit_last_turn(pk_summarizer *s, const char *task, const pk_turn_view 
 
 int pk_summarizer_messages(pk_summarizer *s, const char *task_prompt, const pk_turn_view *turns,
                            int n_turns, pk_chat_message **out, int *n_out, pk_error *err) {
-    if (!s || !task_prompt || !out || !n_out || n_turns < 0 || (n_turns > 0 && !turns)) {
+    if (!s || !task_prompt || !out || !n_out || n_turns < 0 || (n_turns > 0 && !turns))
         return pk_error_set(err, PK_ERR_INVALID, "pk_summarizer_messages: bad arguments");
-    }
     *out = NULL;
     *n_out = 0;
-    pk_chat_message *m = calloc((size_t)(2 + 2 * n_turns), sizeof(*m));
-    if (!m) {
+    pk_chat_message *m = calloc((size_t)(2 + 2 * n_turns), sizeof *m);
+    if (!m)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    }
     int k = 0;
     for (int first = 0; first <= n_turns; first++) {
         k = assemble(s, task_prompt, turns, n_turns, first, NULL, m);
-        if (k < 0 || fits_all(s, m, k)) {
+        if (k < 0 || fits_all(s, m, k))
             break;
-        }
         clear(m, k);
         if (first == n_turns - 1) {
             k = fit_last_turn(s, task_prompt, turns, n_turns, m);
-            if (k != 0) {
+            if (k != 0)
                 break;
-            }
         }
         if (first == n_turns) {
             /* Not even the system and first messages fit: they are never cut. */
@@ -149,9 +142,8 @@ int pk_summarizer_messages(pk_summarizer *s, const char *task_prompt, const pk_t
 }
 
 void pk_chat_messages_free(pk_chat_message *m, int n) {
-    if (!m) {
+    if (!m)
         return;
-    }
     for (int i = 0; i < n; i++) {
         free(m[i].content);
         m[i].content = NULL;

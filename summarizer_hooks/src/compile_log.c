@@ -32,15 +32,14 @@ typedef struct pk_diag_list {
 static const char *const pk_sev_words[] = {
     "catastrophic error", "fatal error", "error", "warning", "note", "remark"};
 
-static pk_severity pk_sev_of(const char *word) {
-    if (strstr(word, "error")) {
+static pk_severity sev_of(const char *word) {
+    if (strstr(word, "error"))
         return PK_SEV_ERROR;
-    }
     return strcmp(word, "warning") == 0 ? PK_SEV_WARNING : PK_SEV_NOTE;
 }
 
 /* Extracts the line number from "file(12)" or "file:12:5" into d->line_no and d->key. */
-static void pk_diag_location(pk_diag *d, const char *loc, size_t len) {
+static void diag_location(pk_diag *d, const char *loc, size_t len) {
     const char *paren = memchr(loc, '(', len);
     const char *num = NULL;
     size_t file_len = len;
@@ -55,51 +54,45 @@ static void pk_diag_location(pk_diag *d, const char *loc, size_t len) {
         }
     }
     size_t n = 0;
-    while (num && isdigit((unsigned char)num[n]) && n + 1 < sizeof(d->line_no)) {
+    while (num && isdigit((unsigned char)num[n]) && n + 1 < sizeof d->line_no)
         n++;
-    }
-    snprintf(d->line_no, sizeof(d->line_no), "%.*s", (int)n, num ? num : "");
-    snprintf(d->key, sizeof(d->key), "%.*s:%s", (int)(file_len > 160 ? 160 : file_len), loc,
+    snprintf(d->line_no, sizeof d->line_no, "%.*s", (int)n, num ? num : "");
+    snprintf(d->key, sizeof d->key, "%.*s:%s", (int)(file_len > 160 ? 160 : file_len), loc,
              d->line_no);
 }
 
 /* Recognises "<loc>: <severity>[ #N-D]: <msg>" and "ptxas/nvlink error : <msg>". */
-static int pk_diag_header(const char *line, size_t len, pk_diag *d) {
+static int diag_header(const char *line, size_t len, pk_diag *d) {
     if (strncmp(line, "ptxas", 5) == 0 || strncmp(line, "nvlink", 6) == 0) {
         /* "ptxas error   : msg", "ptxas fatal   : msg", "nvlink warning : msg" */
         const char *colon = memchr(line, ':', len);
-        if (!colon) {
+        if (!colon)
             return 0;
-        }
         size_t head = (size_t)(colon - line);
-        if (memmem(line, head, "error", 5) || memmem(line, head, "fatal", 5)) {
+        if (memmem(line, head, "error", 5) || memmem(line, head, "fatal", 5))
             d->sev = PK_SEV_ERROR;
-        } else if (memmem(line, head, "warning", 7)) {
+        else if (memmem(line, head, "warning", 7))
             d->sev = PK_SEV_WARNING;
-        } else {
+        else
             return 0;
-        }
-        snprintf(d->key, sizeof(d->key), "%.*s", (int)head, line);
+        snprintf(d->key, sizeof d->key, "%.*s", (int)head, line);
         d->msg = colon + 1;
         d->msg_len = len - head - 1;
         return 1;
     }
     for (size_t i = 1; i + 2 < len; i++) {
-        if (line[i] != ':' || line[i + 1] != ' ') {
+        if (line[i] != ':' || line[i + 1] != ' ')
             continue;
-        }
         const char *rest = line + i + 2;
-        for (size_t w = 0; w < sizeof(pk_sev_words) / sizeof(pk_sev_words[0]); w++) {
+        for (size_t w = 0; w < sizeof pk_sev_words / sizeof pk_sev_words[0]; w++) {
             size_t wl = strlen(pk_sev_words[w]);
-            if (strncmp(rest, pk_sev_words[w], wl) != 0 || (rest[wl] != ':' && rest[wl] != ' ')) {
+            if (strncmp(rest, pk_sev_words[w], wl) != 0 || (rest[wl] != ':' && rest[wl] != ' '))
                 continue;
-            }
             const char *m = strchr(rest + wl, ':');
-            if (!m || m >= line + len) {
+            if (!m || m >= line + len)
                 continue;
-            }
-            d->sev = pk_sev_of(pk_sev_words[w]);
-            pk_diag_location(d, line, i);
+            d->sev = sev_of(pk_sev_words[w]);
+            diag_location(d, line, i);
             d->msg = m + 1;
             d->msg_len = len - (size_t)(m + 1 - line);
             return 1;
@@ -109,7 +102,7 @@ static int pk_diag_header(const char *line, size_t len, pk_diag *d) {
 }
 
 /* Lines that only restate what the condensed form already says. */
-static int pk_noise_line(const char *line, size_t len) {
+static int noise_line(const char *line, size_t len) {
     static const char *const noise[] = {"errors detected in the compilation",
                                         "error detected in the compilation",
                                         "Remark: The warnings can be suppressed",
@@ -118,24 +111,22 @@ static int pk_noise_line(const char *line, size_t len) {
                                         "                 from ",
                                         "ptxas info",
                                         "nvlink info"};
-    for (size_t i = 0; i < sizeof(noise) / sizeof(noise[0]); i++) {
+    for (size_t i = 0; i < sizeof noise / sizeof noise[0]; i++) {
         size_t n = strlen(noise[i]);
         for (size_t j = 0; j + n <= len; j++) {
-            if (strncmp(line + j, noise[i], n) == 0) {
+            if (strncmp(line + j, noise[i], n) == 0)
                 return 1;
-            }
         }
     }
     return 0;
 }
 
-static pk_diag *pk_diag_push(pk_diag_list *l, const pk_diag *d) {
+static pk_diag *diag_push(pk_diag_list *l, const pk_diag *d) {
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 16;
-        pk_diag *items = realloc(l->items, (size_t)cap * sizeof(*items));
-        if (!items) {
+        pk_diag *items = realloc(l->items, (size_t)cap * sizeof *items);
+        if (!items)
             return NULL;
-        }
         l->items = items;
         l->cap = cap;
     }
@@ -143,7 +134,7 @@ static pk_diag *pk_diag_push(pk_diag_list *l, const pk_diag *d) {
     return &l->items[l->n++];
 }
 
-static void pk_diag_list_free(pk_diag_list *l) {
+static void diag_list_free(pk_diag_list *l) {
     for (int i = 0; i < l->n; i++) {
         pk_strbuf_free(&l->items[i].text);
         pk_strbuf_free(&l->items[i].repeats);
@@ -152,12 +143,11 @@ static void pk_diag_list_free(pk_diag_list *l) {
 }
 
 /* An earlier diagnostic this one repeats (same message) or cascades from (same line). */
-static pk_diag *pk_diag_folds_into(pk_diag_list *l, const pk_diag *d, int *is_duplicate) {
+static pk_diag *diag_folds_into(pk_diag_list *l, const pk_diag *d, int *is_duplicate) {
     for (int i = 0; i < l->n; i++) {
         pk_diag *e = &l->items[i];
-        if (e->sev != d->sev) {
+        if (e->sev != d->sev)
             continue;
-        }
         if (e->msg_len == d->msg_len && strncmp(e->msg, d->msg, d->msg_len) == 0) {
             *is_duplicate = 1;
             return e;
@@ -170,7 +160,7 @@ static pk_diag *pk_diag_folds_into(pk_diag_list *l, const pk_diag *d, int *is_du
     return NULL;
 }
 
-static int pk_diag_fold(pk_diag_list *l, pk_diag *into, const pk_diag *d, int is_duplicate) {
+static int diag_fold(pk_diag_list *l, pk_diag *into, const pk_diag *d, int is_duplicate) {
     if (is_duplicate) {
         l->n_duplicates++;
         into->n_repeats++;
@@ -184,32 +174,30 @@ static int pk_diag_fold(pk_diag_list *l, pk_diag *into, const pk_diag *d, int is
     return PK_OK;
 }
 
-static int pk_collect(const char *log, pk_diag_list *l) {
+static int collect(const char *log, pk_diag_list *l) {
     pk_diag *cur = NULL; /* receives the context lines that follow its header */
     for (const char *line = log; *line;) {
         size_t len = strcspn(line, "\n");
         const char *next = line[len] ? line + len + 1 : line + len;
         pk_diag d = {0};
         int blank = strspn(line, " \t\r") >= len;
-        if (pk_noise_line(line, len)) {
+        if (noise_line(line, len)) {
             cur = NULL;
-        } else if (pk_diag_header(line, len, &d)) {
+        } else if (diag_header(line, len, &d)) {
             l->n_errors += d.sev == PK_SEV_ERROR;
             l->n_warnings += d.sev == PK_SEV_WARNING;
             int dup = 0;
-            pk_diag *into = d.sev == PK_SEV_NOTE ? NULL : pk_diag_folds_into(l, &d, &dup);
+            pk_diag *into = d.sev == PK_SEV_NOTE ? NULL : diag_folds_into(l, &d, &dup);
             if (d.sev == PK_SEV_NOTE && cur) {
                 /* A note belongs to the diagnostic before it. */
-                if (pk_strbuf_append(&cur->text, line, len) || pk_strbuf_puts(&cur->text, "\n")) {
+                if (pk_strbuf_append(&cur->text, line, len) || pk_strbuf_puts(&cur->text, "\n"))
                     return PK_ERR_NOMEM;
-                }
             } else if (into) {
-                if (pk_diag_fold(l, into, &d, dup) != PK_OK) {
+                if (diag_fold(l, into, &d, dup) != PK_OK)
                     return PK_ERR_NOMEM;
-                }
                 cur = NULL;
             } else if (d.sev != PK_SEV_NOTE) {
-                cur = pk_diag_push(l, &d);
+                cur = diag_push(l, &d);
                 if (!cur || pk_strbuf_append(&cur->text, line, len) ||
                     pk_strbuf_puts(&cur->text, "\n")) {
                     return PK_ERR_NOMEM;
@@ -218,16 +206,15 @@ static int pk_collect(const char *log, pk_diag_list *l) {
         } else if (blank) {
             cur = NULL;
         } else if (cur && cur->text.len < 600) {
-            if (pk_strbuf_append(&cur->text, line, len) || pk_strbuf_puts(&cur->text, "\n")) {
+            if (pk_strbuf_append(&cur->text, line, len) || pk_strbuf_puts(&cur->text, "\n"))
                 return PK_ERR_NOMEM;
-            }
         }
         line = next;
     }
     return PK_OK;
 }
 
-static int pk_render_diag(pk_strbuf *out, const pk_diag *d) {
+static int render_diag(pk_strbuf *out, const pk_diag *d) {
     int rc = pk_strbuf_append(out, d->text.data, d->text.len);
     if (rc == PK_OK && d->n_repeats > 0) {
         rc = pk_strbuf_printf(out, "(the same %s %d more time%s%s%s%s)\n",
@@ -239,7 +226,7 @@ static int pk_render_diag(pk_strbuf *out, const pk_diag *d) {
     return rc;
 }
 
-static char *pk_render(pk_diag_list *l, size_t max_chars) {
+static char *render(pk_diag_list *l, size_t max_chars) {
     int want_errors = l->n_errors > 0;
     pk_strbuf out = {0};
     int shown = 0, omitted = 0;
@@ -247,11 +234,10 @@ static char *pk_render(pk_diag_list *l, size_t max_chars) {
     size_t room = max_chars > footer_reserve ? max_chars - footer_reserve : max_chars / 2;
     for (int i = 0; i < l->n; i++) {
         pk_diag *d = &l->items[i];
-        if (want_errors && d->sev != PK_SEV_ERROR) {
+        if (want_errors && d->sev != PK_SEV_ERROR)
             continue;
-        }
         pk_strbuf one = {0};
-        if (pk_render_diag(&one, d) != PK_OK) {
+        if (render_diag(&one, d) != PK_OK) {
             pk_strbuf_free(&one);
             pk_strbuf_free(&out);
             return NULL;
@@ -274,9 +260,8 @@ static char *pk_render(pk_diag_list *l, size_t max_chars) {
     }
     int total = want_errors ? l->n_errors : l->n_warnings;
     if (omitted || l->n_duplicates || l->n_cascades || (want_errors && l->n_warnings)) {
-        if (out.len > 0 && out.data[out.len - 1] != '\n') {
+        if (out.len > 0 && out.data[out.len - 1] != '\n')
             pk_strbuf_puts(&out, "\n");
-        }
         pk_strbuf_printf(&out, "[%d %s%s: %d shown", total, want_errors ? "error" : "warning",
                          total == 1 ? "" : "s", shown);
         if (l->n_duplicates) {
@@ -287,9 +272,8 @@ static char *pk_render(pk_diag_list *l, size_t max_chars) {
             pk_strbuf_printf(&out, ", %d follow-on error%s on reported lines folded", l->n_cascades,
                              l->n_cascades == 1 ? "" : "s");
         }
-        if (omitted) {
+        if (omitted)
             pk_strbuf_printf(&out, ", %d more not shown", omitted);
-        }
         if (want_errors && l->n_warnings) {
             pk_strbuf_printf(&out, ", %d warning%s omitted", l->n_warnings,
                              l->n_warnings == 1 ? "" : "s");
@@ -302,11 +286,11 @@ static char *pk_render(pk_diag_list *l, size_t max_chars) {
 }
 
 /* No recognisable diagnostics: the first non-blank, non-noise lines. */
-static char *pk_render_raw(const char *log) {
+static char *render_raw(const char *log) {
     pk_strbuf out = {0};
     for (const char *line = log; *line;) {
         size_t len = strcspn(line, "\n");
-        if (strspn(line, " \t\r") < len && !pk_noise_line(line, len)) {
+        if (strspn(line, " \t\r") < len && !noise_line(line, len)) {
             pk_strbuf_append(&out, line, len);
             pk_strbuf_puts(&out, "\n");
         }
@@ -319,19 +303,16 @@ static char *pk_render_raw(const char *log) {
 
 char *pk_condense_compile_log(const char *log, size_t max_chars) {
     char *clean = pk_strip_sandbox_paths(log ? log : "");
-    if (!clean) {
+    if (!clean)
         return NULL;
-    }
     pk_diag_list l = {0};
     char *text = NULL;
-    if (pk_collect(clean, &l) == PK_OK) {
-        text = l.n > 0 ? pk_render(&l, max_chars) : pk_render_raw(clean);
-    }
-    pk_diag_list_free(&l);
+    if (collect(clean, &l) == PK_OK)
+        text = l.n > 0 ? render(&l, max_chars) : render_raw(clean);
+    diag_list_free(&l);
     free(clean);
-    if (!text) {
+    if (!text)
         return NULL;
-    }
     /* The footer can push past a tiny budget; the budget always wins. */
     char *capped = pk_text_cap(text, max_chars);
     free(text);

@@ -8,15 +8,14 @@
 #include "summarizer_internal.h"
 
 int pk_summarizer_fits(const pk_summarizer *s, const char *text) {
-    if (s->opt.budget_chars > 0 && strlen(text) > (size_t)s->opt.budget_chars) {
+    if (s->opt.budget_chars > 0 && strlen(text) > (size_t)s->opt.budget_chars)
         return 0;
-    }
     return s->opt.budget_tokens <= 0 || pk_approx_tokens(text) <= (size_t)s->opt.budget_tokens;
 }
 
-static char *pk_render_turn(const pk_summarizer *s, const pk_turn_view *t, const char *code) {
+static char *render_turn(const pk_summarizer *s, const pk_turn_view *t, const char *code) {
     char num[16];
-    snprintf(num, sizeof(num), "%d", t->turn);
+    snprintf(num, sizeof num, "%d", t->turn);
     const char *vars[] = {"turn",     num,
                           "code",     code ? code : "",
                           "summary",  t->summary ? t->summary : "",
@@ -31,15 +30,13 @@ static char *pk_render_turn(const pk_summarizer *s, const pk_turn_view *t, const
 }
 
 /* task + history (turn blocks [first, n) with a note for the dropped ones) + continue. */
-static char *pk_assemble(const pk_summarizer *s, const char *task, char **blocks, int first,
-                         int n) {
+static char *assemble(const pk_summarizer *s, const char *task, char **blocks, int first, int n) {
     pk_strbuf turns = {0}, history = {0}, omitted = {0}, out = {0};
-    for (int i = first; i < n; i++) {
+    for (int i = first; i < n; i++)
         pk_strbuf_puts(&turns, blocks[i]);
-    }
     if (first > 0) {
         char count[16];
-        snprintf(count, sizeof(count), "%d", first);
+        snprintf(count, sizeof count, "%d", first);
         const char *ov[] = {"count", count, NULL};
         pk_template_render(&omitted, s->tpl.text[PK_TPL_OMITTED], ov);
     }
@@ -73,9 +70,8 @@ static char *pk_assemble(const pk_summarizer *s, const char *task, char **blocks
 /* The code with its middle replaced by a marker, keeping keep bytes. */
 char *pk_cut_code(const char *code, size_t keep) {
     size_t len = strlen(code);
-    if (keep >= len) {
+    if (keep >= len)
         return strdup(code);
-    }
     size_t head = keep * 2 / 3, tail = keep - head;
     pk_strbuf sb = {0};
     pk_strbuf_append(&sb, code, head);
@@ -86,25 +82,23 @@ char *pk_cut_code(const char *code, size_t keep) {
 }
 
 /* Shrinks the last turn's code until the prompt fits; NULL if even no code does not fit. */
-static char *pk_fit_last_turn(const pk_summarizer *s, const char *task, char **blocks, int n,
-                              const pk_turn_view *last) {
+static char *fit_last_turn(const pk_summarizer *s, const char *task, char **blocks, int n,
+                           const pk_turn_view *last) {
     size_t keep = last->code ? strlen(last->code) : 0;
     for (int attempt = 0; attempt < 12 && keep > 0; attempt++) {
         keep = keep / 2;
         char *code = pk_cut_code(last->code, keep);
-        char *block = code ? pk_render_turn(s, last, code) : NULL;
+        char *block = code ? render_turn(s, last, code) : NULL;
         free(code);
-        if (!block) {
+        if (!block)
             return NULL;
-        }
         char *saved = blocks[n - 1];
         blocks[n - 1] = block;
-        char *prompt = pk_assemble(s, task, blocks, n - 1, n);
+        char *prompt = assemble(s, task, blocks, n - 1, n);
         blocks[n - 1] = saved;
         free(block);
-        if (prompt && pk_summarizer_fits(s, prompt)) {
+        if (prompt && pk_summarizer_fits(s, prompt))
             return prompt;
-        }
         free(prompt);
     }
     return NULL;
@@ -112,37 +106,33 @@ static char *pk_fit_last_turn(const pk_summarizer *s, const char *task, char **b
 
 char *pk_builtin_next_prompt(const pk_summarizer *s, const char *task, const pk_turn_view *turns,
                              int n) {
-    char **blocks = calloc((size_t)(n > 0 ? n : 1), sizeof(*blocks));
-    if (!blocks) {
+    char **blocks = calloc((size_t)(n > 0 ? n : 1), sizeof *blocks);
+    if (!blocks)
         return NULL;
-    }
     char *prompt = NULL;
     int ok = 1;
     for (int i = 0; i < n && ok; i++) {
-        blocks[i] = pk_render_turn(s, &turns[i], turns[i].code);
+        blocks[i] = render_turn(s, &turns[i], turns[i].code);
         ok = blocks[i] != NULL;
     }
     for (int first = 0; ok && first <= n; first++) {
-        prompt = pk_assemble(s, task, blocks, first, n);
-        if (!prompt || pk_summarizer_fits(s, prompt)) {
+        prompt = assemble(s, task, blocks, first, n);
+        if (!prompt || pk_summarizer_fits(s, prompt))
             break;
-        }
         free(prompt);
         prompt = NULL;
         if (first == n - 1) {
-            prompt = pk_fit_last_turn(s, task, blocks, n, &turns[n - 1]);
-            if (prompt) {
+            prompt = fit_last_turn(s, task, blocks, n, &turns[n - 1]);
+            if (prompt)
                 break;
-            }
         }
         if (first == n) {
             /* Not even the task fits: it is never cut, so the budget is exceeded. */
-            prompt = pk_assemble(s, task, blocks, n, n);
+            prompt = assemble(s, task, blocks, n, n);
         }
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         free(blocks[i]);
-    }
     free(blocks);
     return prompt;
 }

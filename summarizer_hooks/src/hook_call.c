@@ -33,7 +33,7 @@ const char *pk_hook_host_path(void) {
 
 void pk_hook_record_failure(pk_summarizer *s, pk_hook_slot slot, const char *what) {
     const pk_hook *h = &s->opt.hooks[slot];
-    snprintf(s->last_hook_error, sizeof(s->last_hook_error),
+    snprintf(s->last_hook_error, sizeof s->last_hook_error,
              "%s hook %s (%s:%s) failed: %s; used the built-in", pk_hook_slot_name(slot),
              h->name ? h->name : "?", h->kind == PK_HOOK_PLUGIN ? "plugin" : "cmd",
              h->path ? h->path : "?", what);
@@ -42,7 +42,7 @@ void pk_hook_record_failure(pk_summarizer *s, pk_hook_slot slot, const char *wha
 }
 
 /* The answer is {"text": "..."}; the plugin host reports its own failures as {"error": "..."}. */
-static char *pk_hook_answer(pk_summarizer *s, pk_hook_slot slot, const char *out, int exit_code) {
+static char *hook_answer(pk_summarizer *s, pk_hook_slot slot, const char *out, int exit_code) {
     json_error_t jerr;
     json_t *root = json_loads(out, 0, &jerr);
     json_t *text = root ? json_object_get(root, "text") : NULL;
@@ -54,24 +54,23 @@ static char *pk_hook_answer(pk_summarizer *s, pk_hook_slot slot, const char *out
         return NULL; /* the plugin leaves this hook to the built-in */
     }
     if (exit_code != 0) {
-        snprintf(what, sizeof(what), "exited with code %d%s%.200s", exit_code,
+        snprintf(what, sizeof what, "exited with code %d%s%.200s", exit_code,
                  json_is_string(error) ? ": " : "",
                  json_is_string(error) ? json_string_value(error) : "");
     } else if (!json_is_string(text)) {
         char shown[64];
-        snprintf(shown, sizeof(shown), "%s", out[0] ? out : "(nothing)");
+        snprintf(shown, sizeof shown, "%s", out[0] ? out : "(nothing)");
         for (char *c = shown; *c; c++) {
             *c = (unsigned char)*c < 0x20 ? ' ' : *c; /* one line in the log */
         }
-        snprintf(what, sizeof(what), "printed something other than {\"text\": \"...\"}: %s", shown);
+        snprintf(what, sizeof what, "printed something other than {\"text\": \"...\"}: %s", shown);
     } else {
         result = strdup(json_string_value(text));
         what[0] = '\0';
     }
     json_decref(root);
-    if (!result && what[0]) {
+    if (!result && what[0])
         pk_hook_record_failure(s, slot, what);
-    }
     return result;
 }
 
@@ -107,11 +106,10 @@ char *pk_hook_call(pk_summarizer *s, pk_hook_slot slot, void *request_json_objec
                           strlen(input), h->timeout_ms, PK_HOOK_MAX_OUTPUT, &out, &exit_code, &err);
     free(input);
     char *text = NULL;
-    if (rc != PK_OK) {
+    if (rc != PK_OK)
         pk_hook_record_failure(s, slot, err.message);
-    } else {
-        text = pk_hook_answer(s, slot, out, exit_code);
-    }
+    else
+        text = hook_answer(s, slot, out, exit_code);
     free(out);
     return text;
 }

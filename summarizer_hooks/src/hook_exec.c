@@ -19,30 +19,26 @@
 #define PK_HOOK_NOFILE 256
 
 /* The last non-empty line of the hook's stderr, for the operator's log ("" if none). */
-static void pk_stderr_tail(const pk_sandbox_result *r, char *out, size_t cap) {
+static void stderr_tail(const pk_sandbox_result *r, char *out, size_t cap) {
     out[0] = '\0';
-    if (!r->err || r->err_len == 0) {
+    if (!r->err || r->err_len == 0)
         return;
-    }
     size_t end = r->err_len;
-    while (end > 0 && (r->err[end - 1] == '\n' || r->err[end - 1] == ' ')) {
+    while (end > 0 && (r->err[end - 1] == '\n' || r->err[end - 1] == ' '))
         end--;
-    }
     size_t start = end;
-    while (start > 0 && r->err[start - 1] != '\n') {
+    while (start > 0 && r->err[start - 1] != '\n')
         start--;
-    }
     size_t n = end - start < 200 ? end - start : 200;
     snprintf(out, cap, " (stderr: %.*s)", (int)n, r->err + start);
-    for (char *c = out; *c; c++) {
+    for (char *c = out; *c; c++)
         *c = (unsigned char)*c < 0x20 ? ' ' : *c;
-    }
 }
 
-static int pk_verdict_error(const pk_sandbox_result *r, int timeout_ms, size_t max_out,
-                            pk_error *err) {
+static int verdict_error(const pk_sandbox_result *r, int timeout_ms, size_t max_out,
+                         pk_error *err) {
     char tail[240];
-    pk_stderr_tail(r, tail, sizeof(tail));
+    stderr_tail(r, tail, sizeof tail);
     switch (r->status) {
     case PK_SB_SIGNAL: {
         const char *name = sigabbrev_np(r->signal);
@@ -72,11 +68,10 @@ int pk_hook_exec(char *const argv[], const char *const ro[], const char *input, 
     *out = NULL;
     *exit_code = -1;
     int n_ro = 0;
-    while (ro && ro[n_ro]) {
+    while (ro && ro[n_ro])
         n_ro++;
-    }
     pk_sandbox_opts so;
-    memset(&so, 0, sizeof(so));
+    memset(&so, 0, sizeof so);
     so.wall_ms = timeout_ms;
     so.cpu_ms = timeout_ms;
     so.mem_mb = PK_HOOK_MEM_MB;
@@ -89,11 +84,10 @@ int pk_hook_exec(char *const argv[], const char *const ro[], const char *input, 
     so.stdin_data = input;
     so.stdin_len = input_len;
     pk_sandbox_result r;
-    memset(&r, 0, sizeof(r));
+    memset(&r, 0, sizeof r);
     int rc = pk_sandbox_run(&so, argv, &r, err);
-    if (rc != PK_OK) {
+    if (rc != PK_OK)
         return rc;
-    }
     if (r.status == PK_SB_OK || r.status == PK_SB_EXIT) {
         if (r.truncated) {
             rc = pk_error_set(err, PK_ERR_INVALID, "printed more than %zu bytes", max_out);
@@ -104,7 +98,7 @@ int pk_hook_exec(char *const argv[], const char *const ro[], const char *input, 
             rc = *out ? PK_OK : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
         }
     } else {
-        rc = pk_verdict_error(&r, timeout_ms, max_out, err);
+        rc = verdict_error(&r, timeout_ms, max_out, err);
     }
     pk_sandbox_result_free(&r);
     return rc;

@@ -16,9 +16,9 @@
 #define PK_EXIT_LOAD_ERROR 2
 #define PK_EXIT_DECLINED 3
 
-static int pk_host_fail(const char *fmt, const char *arg) {
+static int host_fail(const char *fmt, const char *arg) {
     char msg[512];
-    snprintf(msg, sizeof(msg), fmt, arg ? arg : "");
+    snprintf(msg, sizeof msg, fmt, arg ? arg : "");
     json_t *o = json_pack("{s:s}", "error", msg);
     if (o) {
         json_dumpf(o, stdout, JSON_COMPACT);
@@ -27,7 +27,7 @@ static int pk_host_fail(const char *fmt, const char *arg) {
     return PK_EXIT_LOAD_ERROR;
 }
 
-static char *pk_host_read_stdin(void) {
+static char *host_read_stdin(void) {
     size_t cap = 65536, len = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -50,62 +50,55 @@ static char *pk_host_read_stdin(void) {
     return NULL;
 }
 
-static pk_summarizer_plugin_fn pk_host_pick(const pk_summarizer_plugin *p, const char *hook) {
-    if (strcmp(hook, "summarize") == 0) {
+static pk_summarizer_plugin_fn host_pick(const pk_summarizer_plugin *p, const char *hook) {
+    if (strcmp(hook, "summarize") == 0)
         return p->summarize;
-    }
-    if (strcmp(hook, "feedback") == 0) {
+    if (strcmp(hook, "feedback") == 0)
         return p->feedback;
-    }
     return strcmp(hook, "history") == 0 ? p->history : NULL;
 }
 
 /* Loads the plugin and calls the hook; returns the exit code, *text on success. */
-static int pk_host_call(const char *path, const char *hook, const char *request,
-                        const char *builtin, void **so, char **text) {
+static int host_call(const char *path, const char *hook, const char *request, const char *builtin,
+                     void **so, char **text) {
     *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!*so) {
-        return pk_host_fail("dlopen: %s", dlerror());
-    }
+    if (!*so)
+        return host_fail("dlopen: %s", dlerror());
     pk_summarizer_plugin_entry_fn entry;
     *(void **)&entry = dlsym(*so, PK_SUMMARIZER_PLUGIN_SYMBOL);
     const pk_summarizer_plugin *plugin = entry ? entry() : NULL;
-    if (!plugin) {
-        return pk_host_fail("no " PK_SUMMARIZER_PLUGIN_SYMBOL "() in %s, or it returned NULL",
-                            path);
-    }
+    if (!plugin)
+        return host_fail("no " PK_SUMMARIZER_PLUGIN_SYMBOL "() in %s, or it returned NULL", path);
     if (plugin->abi_version != PK_SUMMARIZER_PLUGIN_ABI_VERSION) {
         char v[32];
-        snprintf(v, sizeof(v), "%d", plugin->abi_version);
-        return pk_host_fail("plugin ABI version %s, the host speaks version 1", v);
+        snprintf(v, sizeof v, "%d", plugin->abi_version);
+        return host_fail("plugin ABI version %s, the host speaks version 1", v);
     }
-    pk_summarizer_plugin_fn fn = pk_host_pick(plugin, hook);
+    pk_summarizer_plugin_fn fn = host_pick(plugin, hook);
     pk_summarizer_plugin_request pr = {PK_SUMMARIZER_PLUGIN_ABI_VERSION, hook, request, builtin};
     *text = fn ? fn(&pr) : NULL;
     return *text ? 0 : PK_EXIT_DECLINED;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        return pk_host_fail("usage: pk_summarizer_hook_host <plugin.so> <hook>%s", "");
-    }
-    char *request = pk_host_read_stdin();
+    if (argc != 3)
+        return host_fail("usage: pk_summarizer_hook_host <plugin.so> <hook>%s", "");
+    char *request = host_read_stdin();
     json_t *req = request ? json_loads(request, 0, NULL) : NULL;
     if (!req) {
         free(request);
-        return pk_host_fail("could not read the request JSON%s", "");
+        return host_fail("could not read the request JSON%s", "");
     }
     /* A crashing plugin must die of its signal, which the server reports as a crash, even when
      * a sanitizer runtime installed handlers that would turn it into an exit code. */
     static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-    for (size_t i = 0; i < sizeof(crash_signals) / sizeof(crash_signals[0]); i++) {
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
         signal(crash_signals[i], SIG_DFL);
-    }
     json_t *builtin = json_object_get(req, "builtin");
     void *so = NULL;
     char *text = NULL;
-    int rc = pk_host_call(argv[1], argv[2], request,
-                          json_is_string(builtin) ? json_string_value(builtin) : "", &so, &text);
+    int rc = host_call(argv[1], argv[2], request,
+                       json_is_string(builtin) ? json_string_value(builtin) : "", &so, &text);
     if (rc == 0) {
         json_t *answer = json_pack("{s:s}", "text", text);
         if (answer) {
@@ -113,14 +106,13 @@ int main(int argc, char **argv) {
             json_decref(answer);
             rc = fflush(stdout) == 0 ? 0 : 1;
         } else {
-            rc = pk_host_fail("the plugin returned text that is not valid UTF-8%s", "");
+            rc = host_fail("the plugin returned text that is not valid UTF-8%s", "");
         }
     }
     free(text);
     json_decref(req);
     free(request);
-    if (so) {
+    if (so)
         dlclose(so);
-    }
     return rc;
 }

@@ -25,9 +25,8 @@ pk_hook_registry *pk_hook_registry_new(void) {
 }
 
 void pk_hook_registry_free(pk_hook_registry *r) {
-    if (!r) {
+    if (!r)
         return;
-    }
     for (size_t i = 0; i < r->n; i++) {
         free(r->e[i].name);
         free(r->e[i].spec);
@@ -38,15 +37,13 @@ void pk_hook_registry_free(pk_hook_registry *r) {
 
 int pk_hook_name_valid(const char *name) {
     size_t n = strlen(name);
-    if (n == 0 || n > PK_HOOK_NAME_MAX || strcmp(name, "builtin") == 0) {
+    if (n == 0 || n > PK_HOOK_NAME_MAX || strcmp(name, "builtin") == 0)
         return 0;
-    }
     for (const char *c = name; *c; c++) {
         int ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
                  *c == '_' || *c == '-' || *c == '.';
-        if (!ok) {
+        if (!ok)
             return 0;
-        }
     }
     return 1;
 }
@@ -67,7 +64,7 @@ int pk_hook_spec_split(const char *spec, pk_hook_kind *kind, const char **path) 
 
 /* The file must be there now: a typo is the operator's to see at start-up, not a fallback at
  * every step. */
-static int pk_check_spec(const char *name, const char *spec, pk_error *err) {
+static int check_spec(const char *name, const char *spec, pk_error *err) {
     pk_hook_kind kind;
     const char *path;
     if (pk_hook_spec_split(spec, &kind, &path) != 0) {
@@ -76,42 +73,35 @@ static int pk_check_spec(const char *name, const char *spec, pk_error *err) {
                             "\"cmd:/abs/path/prog\"",
                             name, spec);
     }
-    if (path[0] != '/') {
+    if (path[0] != '/')
         return pk_error_set(err, PK_ERR_INVALID, "hook %s: path must be absolute: %s", name, path);
-    }
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return pk_error_set(err, PK_ERR_INVALID, "hook %s: %s is not a regular file", name, path);
-    }
-    if (kind == PK_HOOK_COMMAND && access(path, X_OK) != 0) {
+    if (kind == PK_HOOK_COMMAND && access(path, X_OK) != 0)
         return pk_error_set(err, PK_ERR_INVALID, "hook %s: %s is not executable", name, path);
-    }
     return PK_OK;
 }
 
 int pk_hook_registry_add(pk_hook_registry *r, const char *name, const char *spec, pk_error *err) {
-    if (!r || !name || !spec) {
+    if (!r || !name || !spec)
         return pk_error_set(err, PK_ERR_INVALID, "pk_hook_registry_add: NULL argument");
-    }
     if (!pk_hook_name_valid(name)) {
         return pk_error_set(err, PK_ERR_INVALID,
                             "hook name \"%.80s\": use 1 to %d of A-Z a-z 0-9 _ - . (and not "
                             "\"builtin\")",
                             name, PK_HOOK_NAME_MAX);
     }
-    if (pk_hook_registry_spec(r, name)) {
+    if (pk_hook_registry_spec(r, name))
         return pk_error_set(err, PK_ERR_INVALID, "hook %s is registered twice", name);
-    }
-    int rc = pk_check_spec(name, spec, err);
-    if (rc != PK_OK) {
+    int rc = check_spec(name, spec, err);
+    if (rc != PK_OK)
         return rc;
-    }
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 8;
-        pk_hook_entry *grown = realloc(r->e, cap * sizeof(*grown));
-        if (!grown) {
+        pk_hook_entry *grown = realloc(r->e, cap * sizeof *grown);
+        if (!grown)
             return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-        }
         r->e = grown;
         r->cap = cap;
     }
@@ -134,8 +124,8 @@ int pk_hook_registry_add_arg(pk_hook_registry *r, const char *name_eq_spec, pk_e
     }
     char name[PK_HOOK_NAME_MAX + 2];
     size_t n = (size_t)(eq - name_eq_spec);
-    if (n >= sizeof(name)) {
-        n = sizeof(name) - 1; /* too long: rejected by the name check */
+    if (n >= sizeof name) {
+        n = sizeof name - 1; /* too long: rejected by the name check */
     }
     memcpy(name, name_eq_spec, n);
     name[n] = '\0';
@@ -153,14 +143,12 @@ int pk_hook_registry_add_json(pk_hook_registry *r, const char *json_object_text,
     json_t *val;
     int rc = PK_OK;
     json_object_foreach(root, key, val) {
-        if (!json_is_string(val)) {
+        if (!json_is_string(val))
             rc = pk_error_set(err, PK_ERR_INVALID, "hook_registry.%s: expected a string", key);
-        } else {
+        else
             rc = pk_hook_registry_add(r, key, json_string_value(val), err);
-        }
-        if (rc != PK_OK) {
+        if (rc != PK_OK)
             break;
-        }
     }
     json_decref(root);
     return rc;
@@ -168,9 +156,8 @@ int pk_hook_registry_add_json(pk_hook_registry *r, const char *json_object_text,
 
 const char *pk_hook_registry_spec(const pk_hook_registry *r, const char *name) {
     for (size_t i = 0; r && name && i < r->n; i++) {
-        if (strcmp(r->e[i].name, name) == 0) {
+        if (strcmp(r->e[i].name, name) == 0)
             return r->e[i].spec;
-        }
     }
     return NULL;
 }

@@ -5,22 +5,21 @@
 
 #include "summarizer_internal.h"
 
-static json_t *pk_json_text(const char *s) {
+static json_t *json_text(const char *s) {
     return s ? json_string(s) : json_null();
 }
 
 /* Output of the candidate, paths stripped (its text may not be valid UTF-8: then null). */
-static json_t *pk_json_clean(const char *s) {
-    if (!s) {
+static json_t *json_clean(const char *s) {
+    if (!s)
         return json_null();
-    }
     char *clean = pk_strip_sandbox_paths(s);
     json_t *v = clean ? json_string(clean) : NULL;
     free(clean);
     return v ? v : json_null();
 }
 
-static json_t *pk_trials_json(const pk_eval_result *r) {
+static json_t *trials_json(const pk_eval_result *r) {
     json_t *trials = json_array();
     for (int i = 0; i < r->n_trials && i < PK_EVAL_MAX_TRIALS; i++) {
         const pk_trial_verdict *t = &r->trials[i];
@@ -39,16 +38,15 @@ static json_t *pk_trials_json(const pk_eval_result *r) {
     return trials;
 }
 
-static json_t *pk_result_json(const pk_summarizer *s, const pk_eval_result *r) {
+static json_t *result_json(const pk_summarizer *s, const pk_eval_result *r) {
     json_t *o = json_object();
     json_object_set_new(o, "status", json_string(pk_status_name(r->status)));
-    json_object_set_new(o, "reason", pk_json_clean(r->reason));
+    json_object_set_new(o, "reason", json_clean(r->reason));
     json_object_set_new(o, "rule", json_string(r->rule));
     json_object_set_new(o, "world_size", json_integer(r->world_size));
     json_t *hung = json_array();
-    for (int i = 0; i < r->n_hung && i < PK_EVAL_MAX_RANKS; i++) {
+    for (int i = 0; i < r->n_hung && i < PK_EVAL_MAX_RANKS; i++)
         json_array_append_new(hung, json_integer(r->hung_ranks[i]));
-    }
     json_object_set_new(o, "hung_ranks", hung);
     json_object_set_new(o, "exit_code", json_integer(r->exit_code));
     json_object_set_new(o, "signal", json_integer(r->signal));
@@ -56,10 +54,10 @@ static json_t *pk_result_json(const pk_summarizer *s, const pk_eval_result *r) {
     for (int i = 0; i < r->n_checks && i < PK_EVAL_MAX_CHECKS; i++) {
         json_array_append_new(checks, json_pack("{s:s, s:b, s:o}", "name", r->checks[i].name,
                                                 "passed", r->checks[i].passed, "detail",
-                                                pk_json_clean(r->checks[i].detail)));
+                                                json_clean(r->checks[i].detail)));
     }
     json_object_set_new(o, "checks", checks);
-    json_object_set_new(o, "trials", pk_trials_json(r));
+    json_object_set_new(o, "trials", trials_json(r));
     json_object_set_new(o, "trials_planned", json_integer(r->trials_planned));
     if (r->has_timing) {
         /* The baseline the speedup used: a cached one leaves the reference untimed (0). */
@@ -77,17 +75,17 @@ static json_t *pk_result_json(const pk_summarizer *s, const pk_eval_result *r) {
     char *log = r->compile_log
                     ? pk_condense_compile_log(r->compile_log, (size_t)s->opt.compile_log_chars)
                     : NULL;
-    json_object_set_new(o, "compile_log", pk_json_text(log));
+    json_object_set_new(o, "compile_log", json_text(log));
     free(log);
-    json_object_set_new(o, "stderr_tail", pk_json_clean(r->stderr_tail));
-    json_object_set_new(o, "stdout_tail", pk_json_clean(r->stdout_tail));
+    json_object_set_new(o, "stderr_tail", json_clean(r->stderr_tail));
+    json_object_set_new(o, "stdout_tail", json_clean(r->stdout_tail));
     return o;
 }
 
 char *pk_feedback_hook(pk_summarizer *s, const pk_eval_result *r, const char *builtin) {
     json_t *req = json_object();
-    json_object_set_new(req, "result", pk_result_json(s, r));
-    json_object_set_new(req, "entry", pk_json_text(s->entry));
+    json_object_set_new(req, "result", result_json(s, r));
+    json_object_set_new(req, "entry", json_text(s->entry));
     return pk_hook_call(s, PK_HOOK_FEEDBACK, req, builtin);
 }
 
@@ -96,11 +94,10 @@ int pk_summarize_hook(pk_summarizer *s, const char *action, const char *summary_
     json_t *req = json_object();
     json_object_set_new(req, "action", json_string(action));
     json_object_set_new(req, "code", json_string(out->code));
-    json_object_set_new(req, "summary_field", pk_json_text(summary_field));
+    json_object_set_new(req, "summary_field", json_text(summary_field));
     char *text = pk_hook_call(s, PK_HOOK_SUMMARIZE, req, out->summary);
-    if (!text) {
+    if (!text)
         return PK_OK;
-    }
     char *trimmed = pk_strndup_trim(text, strlen(text));
     free(text);
     if (trimmed && !trimmed[0]) {
@@ -123,9 +120,9 @@ char *pk_history_hook(pk_summarizer *s, const char *task, const pk_turn_view *tu
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         json_array_append_new(arr, json_pack("{s:i, s:o, s:o, s:o}", "turn", turns[i].turn, "code",
-                                             pk_json_text(turns[i].code), "summary",
-                                             pk_json_text(turns[i].summary), "feedback",
-                                             pk_json_text(turns[i].feedback)));
+                                             json_text(turns[i].code), "summary",
+                                             json_text(turns[i].summary), "feedback",
+                                             json_text(turns[i].feedback)));
     }
     json_t *req = json_object();
     json_object_set_new(req, "task_prompt", json_string(task));
@@ -136,7 +133,7 @@ char *pk_history_hook(pk_summarizer *s, const char *task, const pk_turn_view *tu
     char *text = pk_hook_call(s, PK_HOOK_HISTORY, req, builtin);
     if (text && !pk_summarizer_fits(s, text)) {
         char what[160];
-        snprintf(what, sizeof(what), "its prompt (%zu chars, ~%zu tokens) exceeds the budget",
+        snprintf(what, sizeof what, "its prompt (%zu chars, ~%zu tokens) exceeds the budget",
                  strlen(text), pk_approx_tokens(text));
         pk_hook_record_failure(s, PK_HOOK_HISTORY, what);
         free(text);

@@ -14,7 +14,7 @@
 #define PK_DEFAULT_HOOK_TIMEOUT_MS 2000
 #define PK_MAX_HOOK_TIMEOUT_MS 60000
 
-static int pk_opt_long(json_t *v, const char *key, long min, long max, long *out, pk_error *err) {
+static int opt_long(json_t *v, const char *key, long min, long max, long *out, pk_error *err) {
     if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
         return pk_error_set(err, PK_ERR_INVALID,
                             "feedback option %s: expected an integer in [%ld, %ld]", key, min, max);
@@ -24,7 +24,7 @@ static int pk_opt_long(json_t *v, const char *key, long min, long max, long *out
 }
 
 /* "(registered: a, b)" or "(none is registered)". */
-static void pk_registered_names(const pk_hook_registry *r, char *out, size_t cap) {
+static void registered_names(const pk_hook_registry *r, char *out, size_t cap) {
     size_t n = pk_hook_registry_count(r);
     int len = snprintf(out, cap, n ? "registered:" : "none is registered");
     for (size_t i = 0; i < n && len > 0 && (size_t)len < cap; i++) {
@@ -35,8 +35,8 @@ static void pk_registered_names(const pk_hook_registry *r, char *out, size_t cap
 
 /* Clients choose hooks by name only: a path, or any name the operator did not register, is
  * refused here, so no option can make the server run a program of the client's choosing. */
-static int pk_opt_hook_use(const char *use, const char *name, const pk_hook_registry *reg,
-                           pk_hook *h, pk_error *err) {
+static int opt_hook_use(const char *use, const char *name, const pk_hook_registry *reg, pk_hook *h,
+                        pk_error *err) {
     free(h->path);
     free(h->name);
     h->path = h->name = NULL;
@@ -48,7 +48,7 @@ static int pk_opt_hook_use(const char *use, const char *name, const pk_hook_regi
     const char *path = NULL;
     if (!spec || pk_hook_spec_split(spec, &h->kind, &path) != 0) {
         char names[400];
-        pk_registered_names(reg, names, sizeof(names));
+        registered_names(reg, names, sizeof names);
         if (strchr(use, ':') || strchr(use, '/')) {
             return pk_error_set(err, PK_ERR_INVALID,
                                 "feedback option hooks.%s: \"%.200s\" is not a registered hook "
@@ -67,11 +67,10 @@ static int pk_opt_hook_use(const char *use, const char *name, const pk_hook_regi
 }
 
 /* A hook is "builtin" | a registered name, or {"use": that, "timeout_ms": n}. */
-static int pk_opt_hook(json_t *v, const char *name, const pk_hook_registry *reg, pk_hook *h,
-                       pk_error *err) {
-    if (json_is_string(v)) {
-        return pk_opt_hook_use(json_string_value(v), name, reg, h, err);
-    }
+static int opt_hook(json_t *v, const char *name, const pk_hook_registry *reg, pk_hook *h,
+                    pk_error *err) {
+    if (json_is_string(v))
+        return opt_hook_use(json_string_value(v), name, reg, h, err);
     if (!json_is_object(v)) {
         return pk_error_set(err, PK_ERR_INVALID,
                             "feedback option hooks.%s: expected a string or object", name);
@@ -81,50 +80,44 @@ static int pk_opt_hook(json_t *v, const char *name, const pk_hook_registry *reg,
     json_object_foreach(v, key, val) {
         int rc = PK_OK;
         if (strcmp(key, "use") == 0 && json_is_string(val)) {
-            rc = pk_opt_hook_use(json_string_value(val), name, reg, h, err);
+            rc = opt_hook_use(json_string_value(val), name, reg, h, err);
         } else if (strcmp(key, "timeout_ms") == 0) {
             long t = 0;
-            rc = pk_opt_long(val, "hooks.<hook>.timeout_ms", 1, PK_MAX_HOOK_TIMEOUT_MS, &t, err);
+            rc = opt_long(val, "hooks.<hook>.timeout_ms", 1, PK_MAX_HOOK_TIMEOUT_MS, &t, err);
             h->timeout_ms = (int)t;
         } else {
             rc = pk_error_set(err, PK_ERR_INVALID, "feedback option hooks.%s: unknown key \"%s\"",
                               name, key);
         }
-        if (rc != PK_OK) {
+        if (rc != PK_OK)
             return rc;
-        }
     }
     return PK_OK;
 }
 
-static int pk_opt_hooks(json_t *v, const pk_hook_registry *reg, pk_summarizer_options *o,
-                        pk_error *err) {
-    if (!json_is_object(v)) {
+static int opt_hooks(json_t *v, const pk_hook_registry *reg, pk_summarizer_options *o,
+                     pk_error *err) {
+    if (!json_is_object(v))
         return pk_error_set(err, PK_ERR_INVALID, "feedback option hooks: expected an object");
-    }
     /* The shared timeout first, so that a per-hook timeout_ms wins whatever the key order. */
     json_t *t = json_object_get(v, "timeout_ms");
     if (t) {
         long ms = 0;
-        int rc = pk_opt_long(t, "hooks.timeout_ms", 1, PK_MAX_HOOK_TIMEOUT_MS, &ms, err);
-        if (rc != PK_OK) {
+        int rc = opt_long(t, "hooks.timeout_ms", 1, PK_MAX_HOOK_TIMEOUT_MS, &ms, err);
+        if (rc != PK_OK)
             return rc;
-        }
-        for (int i = 0; i < PK_HOOK_COUNT; i++) {
+        for (int i = 0; i < PK_HOOK_COUNT; i++)
             o->hooks[i].timeout_ms = (int)ms;
-        }
     }
     const char *key;
     json_t *val;
     json_object_foreach(v, key, val) {
-        if (strcmp(key, "timeout_ms") == 0) {
+        if (strcmp(key, "timeout_ms") == 0)
             continue;
-        }
         int slot = -1;
         for (int i = 0; i < PK_HOOK_COUNT; i++) {
-            if (strcmp(key, pk_hook_slot_name((pk_hook_slot)i)) == 0) {
+            if (strcmp(key, pk_hook_slot_name((pk_hook_slot)i)) == 0)
                 slot = i;
-            }
         }
         if (slot < 0) {
             return pk_error_set(err, PK_ERR_INVALID,
@@ -132,32 +125,31 @@ static int pk_opt_hooks(json_t *v, const pk_hook_registry *reg, pk_summarizer_op
                                 "feedback, history, timeout_ms)",
                                 key);
         }
-        int rc = pk_opt_hook(val, key, reg, &o->hooks[slot], err);
-        if (rc != PK_OK) {
+        int rc = opt_hook(val, key, reg, &o->hooks[slot], err);
+        if (rc != PK_OK)
             return rc;
-        }
     }
     return PK_OK;
 }
 
-static int pk_opt_apply(json_t *root, const pk_hook_registry *reg, pk_summarizer_options *o,
-                        pk_error *err) {
+static int opt_apply(json_t *root, const pk_hook_registry *reg, pk_summarizer_options *o,
+                     pk_error *err) {
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
         int rc;
         if (strcmp(key, "budget_chars") == 0) {
-            rc = pk_opt_long(val, key, 0, 1L << 30, &o->budget_chars, err);
+            rc = opt_long(val, key, 0, 1L << 30, &o->budget_chars, err);
         } else if (strcmp(key, "budget_tokens") == 0) {
-            rc = pk_opt_long(val, key, 0, 1L << 28, &o->budget_tokens, err);
+            rc = opt_long(val, key, 0, 1L << 28, &o->budget_tokens, err);
         } else if (strcmp(key, "compile_log_chars") == 0) {
-            rc = pk_opt_long(val, key, 64, 1L << 20, &o->compile_log_chars, err);
+            rc = opt_long(val, key, 64, 1L << 20, &o->compile_log_chars, err);
         } else if (strcmp(key, "stderr_chars") == 0) {
-            rc = pk_opt_long(val, key, 0, 1L << 20, &o->stderr_chars, err);
+            rc = opt_long(val, key, 0, 1L << 20, &o->stderr_chars, err);
         } else if (strcmp(key, "summary_chars") == 0) {
-            rc = pk_opt_long(val, key, 16, 1L << 20, &o->summary_chars, err);
+            rc = opt_long(val, key, 16, 1L << 20, &o->summary_chars, err);
         } else if (strcmp(key, "hooks") == 0) {
-            rc = pk_opt_hooks(val, reg, o, err);
+            rc = opt_hooks(val, reg, o, err);
         } else {
             rc = pk_error_set(
                 err, PK_ERR_INVALID,
@@ -165,16 +157,15 @@ static int pk_opt_apply(json_t *root, const pk_hook_registry *reg, pk_summarizer
                 "budget_tokens, compile_log_chars, stderr_chars, summary_chars, hooks)",
                 key);
         }
-        if (rc != PK_OK) {
+        if (rc != PK_OK)
             return rc;
-        }
     }
     return PK_OK;
 }
 
 int pk_summarizer_options_parse(const char *options_json, const pk_hook_registry *reg,
                                 pk_summarizer_options *o, pk_error *err) {
-    memset(o, 0, sizeof(*o));
+    memset(o, 0, sizeof *o);
     o->budget_tokens = PK_DEFAULT_BUDGET_TOKENS;
     o->compile_log_chars = PK_DEFAULT_COMPILE_LOG_CHARS;
     o->stderr_chars = PK_DEFAULT_STDERR_CHARS;
@@ -183,9 +174,8 @@ int pk_summarizer_options_parse(const char *options_json, const pk_hook_registry
         o->hooks[i].kind = PK_HOOK_BUILTIN;
         o->hooks[i].timeout_ms = PK_DEFAULT_HOOK_TIMEOUT_MS;
     }
-    if (!options_json) {
+    if (!options_json)
         return PK_OK;
-    }
     json_error_t jerr;
     json_t *root = json_loads(options_json, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -193,12 +183,11 @@ int pk_summarizer_options_parse(const char *options_json, const pk_hook_registry
                             jerr.line, jerr.text);
     }
     int rc = json_is_object(root)
-                 ? pk_opt_apply(root, reg, o, err)
+                 ? opt_apply(root, reg, o, err)
                  : pk_error_set(err, PK_ERR_INVALID, "feedback options: expected a JSON object");
     json_decref(root);
-    if (rc != PK_OK) {
+    if (rc != PK_OK)
         pk_summarizer_options_free(o);
-    }
     return rc;
 }
 
@@ -211,10 +200,9 @@ void pk_summarizer_options_free(pk_summarizer_options *o) {
 }
 
 /* "builtin", or "plugin:/x.so" / "cmd:/x", as the options spell a hook. */
-static char *pk_opt_hook_spelling(const pk_hook *h) {
-    if (h->kind == PK_HOOK_BUILTIN) {
+static char *opt_hook_spelling(const pk_hook *h) {
+    if (h->kind == PK_HOOK_BUILTIN)
         return strdup("builtin");
-    }
     if (h->name) /* registered: the name, which options accept back (a path they refuse) */
         return strdup(h->name);
     pk_strbuf sb = {0};
@@ -230,7 +218,7 @@ char *pk_summarizer_settings_json(const pk_summarizer *s) {
     const pk_summarizer_options *o = &s->opt;
     json_t *hooks = json_object();
     for (int i = 0; hooks && i < PK_HOOK_COUNT; i++) {
-        char *use = pk_opt_hook_spelling(&o->hooks[i]);
+        char *use = opt_hook_spelling(&o->hooks[i]);
         json_t *h =
             use ? json_pack("{s:s, s:i}", "use", use, "timeout_ms", o->hooks[i].timeout_ms) : NULL;
         free(use);

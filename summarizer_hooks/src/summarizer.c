@@ -26,21 +26,18 @@ int pk_summarizer_create(const char *options_json, const char *templates_dir, pk
 
 int pk_summarizer_create_with_hooks(const char *options_json, const pk_hook_registry *hooks,
                                     const char *templates_dir, pk_summarizer **out, pk_error *err) {
-    if (!out) {
+    if (!out)
         return pk_error_set(err, PK_ERR_INVALID, "pk_summarizer_create: out is NULL");
-    }
     *out = NULL;
-    pk_summarizer *s = calloc(1, sizeof(*s));
-    if (!s) {
+    pk_summarizer *s = calloc(1, sizeof *s);
+    if (!s)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    }
     int rc = pk_summarizer_options_parse(options_json, hooks, &s->opt, err);
     if (rc == PK_OK) {
         rc = pk_templates_load(
             &s->tpl, templates_dir ? templates_dir : pk_summarizer_default_templates_dir(), err);
-        if (rc != PK_OK) {
+        if (rc != PK_OK)
             pk_summarizer_options_free(&s->opt);
-        }
     }
     if (rc != PK_OK) {
         free(s);
@@ -51,9 +48,8 @@ int pk_summarizer_create_with_hooks(const char *options_json, const pk_hook_regi
 }
 
 void pk_summarizer_free(pk_summarizer *s) {
-    if (!s) {
+    if (!s)
         return;
-    }
     pk_summarizer_options_free(&s->opt);
     pk_templates_free(&s->tpl);
     free(s->problem_id);
@@ -63,9 +59,8 @@ void pk_summarizer_free(pk_summarizer *s) {
 
 int pk_summarizer_set_problem(pk_summarizer *s, const char *problem_id, const char *entry,
                               pk_error *err) {
-    if (!s) {
+    if (!s)
         return pk_error_set(err, PK_ERR_INVALID, "pk_summarizer_set_problem: summarizer is NULL");
-    }
     char *id = problem_id ? strdup(problem_id) : NULL;
     char *en = entry && entry[0] ? strdup(entry) : NULL;
     if ((problem_id && !id) || (entry && entry[0] && !en)) {
@@ -81,9 +76,8 @@ int pk_summarizer_set_problem(pk_summarizer *s, const char *problem_id, const ch
 }
 
 char *pk_summarizer_first_prompt(pk_summarizer *s, const char *task_prompt) {
-    if (!s) {
+    if (!s)
         return NULL;
-    }
     const char *vars[] = {"task", task_prompt ? task_prompt : "", "format_example",
                           s->tpl.text[PK_TPL_FORMAT_EXAMPLE], NULL};
     pk_strbuf sb = {0};
@@ -96,35 +90,29 @@ char *pk_summarizer_first_prompt(pk_summarizer *s, const char *task_prompt) {
 
 char *pk_summarizer_feedback(pk_summarizer *s, const pk_eval_result *r, const pk_problem *p) {
     (void)p; /* the problem's id and entry come from pk_summarizer_set_problem */
-    if (!s || !r) {
+    if (!s || !r)
         return NULL;
-    }
     char *builtin = pk_builtin_feedback(s, r);
-    if (!builtin) {
+    if (!builtin)
         return NULL;
-    }
     char *hooked = pk_feedback_hook(s, r, builtin);
-    if (!hooked) {
+    if (!hooked)
         return builtin;
-    }
     free(builtin);
     return hooked;
 }
 
 char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt,
                                 const pk_turn_view *turns, int n_turns) {
-    if (!s || n_turns < 0 || (n_turns > 0 && !turns)) {
+    if (!s || n_turns < 0 || (n_turns > 0 && !turns))
         return NULL;
-    }
     const char *task = task_prompt ? task_prompt : "";
     char *builtin = pk_builtin_next_prompt(s, task, turns, n_turns);
-    if (!builtin) {
+    if (!builtin)
         return NULL;
-    }
     char *hooked = pk_history_hook(s, task, turns, n_turns, builtin);
-    if (!hooked) {
+    if (!hooked)
         return builtin;
-    }
     free(builtin);
     return hooked;
 }

@@ -37,30 +37,27 @@ static const pk_tpl_spec pk_tpl_specs[PK_TPL_COUNT] = {
     [PK_TPL_CHAT_FEEDBACK] = {"chat_feedback.txt", "turn feedback continue"},
 };
 
-static int pk_tpl_var_allowed(const char *vars, const char *name, size_t len) {
+static int tpl_var_allowed(const char *vars, const char *name, size_t len) {
     const char *p = vars;
     while (*p) {
         size_t n = strcspn(p, " ");
-        if (n == len && strncmp(p, name, len) == 0) {
+        if (n == len && strncmp(p, name, len) == 0)
             return 1;
-        }
         p += n;
         p += strspn(p, " ");
     }
     return 0;
 }
 
-static int pk_tpl_check(const char *text, const pk_tpl_spec *spec, const char *path,
-                        pk_error *err) {
+static int tpl_check(const char *text, const pk_tpl_spec *spec, const char *path, pk_error *err) {
     const char *p = text;
     while ((p = strstr(p, "{{")) != NULL) {
         const char *name = p + 2;
         const char *end = strstr(name, "}}");
-        if (!end) {
+        if (!end)
             return pk_error_set(err, PK_ERR_INVALID, "template %s: unterminated {{", path);
-        }
         size_t len = (size_t)(end - name);
-        if (!pk_tpl_var_allowed(spec->vars, name, len)) {
+        if (!tpl_var_allowed(spec->vars, name, len)) {
             return pk_error_set(
                 err, PK_ERR_INVALID, "template %s: unknown placeholder {{%.*s}} (allowed: %s)",
                 path, (int)(len > 64 ? 64 : len), name, spec->vars[0] ? spec->vars : "none");
@@ -71,7 +68,7 @@ static int pk_tpl_check(const char *text, const pk_tpl_spec *spec, const char *p
 }
 
 int pk_templates_load(pk_templates *t, const char *dir, pk_error *err) {
-    memset(t, 0, sizeof(*t));
+    memset(t, 0, sizeof *t);
     for (int i = 0; i < PK_TPL_COUNT; i++) {
         char *path = pk_path_join(dir, pk_tpl_specs[i].file);
         if (!path) {
@@ -82,10 +79,9 @@ int pk_templates_load(pk_templates *t, const char *dir, pk_error *err) {
         int rc = pk_read_file(path, &t->text[i], &len, err);
         if (rc == PK_OK) {
             /* Files end in a newline that is not part of the text. */
-            if (len > 0 && t->text[i][len - 1] == '\n') {
+            if (len > 0 && t->text[i][len - 1] == '\n')
                 t->text[i][len - 1] = '\0';
-            }
-            rc = pk_tpl_check(t->text[i], &pk_tpl_specs[i], path, err);
+            rc = tpl_check(t->text[i], &pk_tpl_specs[i], path, err);
         }
         free(path);
         if (rc != PK_OK) {
@@ -103,11 +99,10 @@ void pk_templates_free(pk_templates *t) {
     }
 }
 
-static const char *pk_tpl_lookup(const char *const *vars, const char *name, size_t len) {
+static const char *tpl_lookup(const char *const *vars, const char *name, size_t len) {
     for (size_t i = 0; vars && vars[i]; i += 2) {
-        if (strlen(vars[i]) == len && strncmp(vars[i], name, len) == 0) {
+        if (strlen(vars[i]) == len && strncmp(vars[i], name, len) == 0)
             return vars[i + 1] ? vars[i + 1] : "";
-        }
     }
     return "";
 }
@@ -117,16 +112,13 @@ int pk_template_render(pk_strbuf *out, const char *tpl, const char *const *vars)
     for (;;) {
         const char *open = strstr(p, "{{");
         const char *close = open ? strstr(open + 2, "}}") : NULL;
-        if (!close) {
+        if (!close)
             return pk_strbuf_puts(out, p);
-        }
-        if (pk_strbuf_append(out, p, (size_t)(open - p)) != PK_OK) {
+        if (pk_strbuf_append(out, p, (size_t)(open - p)) != PK_OK)
             return PK_ERR_NOMEM;
-        }
-        const char *value = pk_tpl_lookup(vars, open + 2, (size_t)(close - open - 2));
-        if (pk_strbuf_puts(out, value) != PK_OK) {
+        const char *value = tpl_lookup(vars, open + 2, (size_t)(close - open - 2));
+        if (pk_strbuf_puts(out, value) != PK_OK)
             return PK_ERR_NOMEM;
-        }
         p = close + 2;
     }
 }

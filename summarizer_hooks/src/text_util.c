@@ -10,9 +10,8 @@ char *pk_strndup_trim(const char *s, size_t n) {
         s++;
         n--;
     }
-    while (n > 0 && isspace((unsigned char)s[n - 1])) {
+    while (n > 0 && isspace((unsigned char)s[n - 1]))
         n--;
-    }
     char *t = malloc(n + 1);
     if (t) {
         memcpy(t, s, n);
@@ -23,15 +22,13 @@ char *pk_strndup_trim(const char *s, size_t n) {
 
 char *pk_text_cap(const char *text, size_t max_chars) {
     size_t len = strlen(text);
-    if (len <= max_chars) {
+    if (len <= max_chars)
         return strdup(text);
-    }
     static const char ellipsis[] = "...";
     size_t keep = max_chars > 3 ? max_chars - 3 : 0;
     /* Never cut inside a UTF-8 sequence: back up over continuation bytes. */
-    while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80) {
+    while (keep > 0 && ((unsigned char)text[keep] & 0xC0) == 0x80)
         keep--;
-    }
     pk_strbuf sb = {0};
     if (pk_strbuf_append(&sb, text, keep) != PK_OK ||
         pk_strbuf_append(&sb, ellipsis, max_chars > 3 ? 3 : max_chars) != PK_OK) {
@@ -41,7 +38,7 @@ char *pk_text_cap(const char *text, size_t max_chars) {
     return pk_strbuf_take(&sb);
 }
 
-static int pk_is_path_char(char c) {
+static int is_path_char(char c) {
     return isalnum((unsigned char)c) || c == '/' || c == '_' || c == '-' || c == '.' || c == '+';
 }
 
@@ -51,12 +48,12 @@ char *pk_strip_sandbox_paths(const char *text) {
     pk_strbuf sb = {0};
     const char *p = text;
     while (*p) {
-        int token_start = p == text || !(pk_is_path_char(p[-1]) || p[-1] == '\\');
+        int token_start = p == text || !(is_path_char(p[-1]) || p[-1] == '\\');
         if (*p == '/' && token_start) {
             const char *end = p;
             int slashes = 0;
             const char *last_slash = p;
-            while (pk_is_path_char(*end)) {
+            while (is_path_char(*end)) {
                 if (*end == '/') {
                     slashes++;
                     last_slash = end;
@@ -93,14 +90,12 @@ size_t pk_approx_tokens(const char *text) {
         }
         tokens += (run + 3) / 4;
         run = 0;
-        if (!*p) {
+        if (!*p)
             break;
-        }
-        if (!isspace(*p)) {
+        if (!isspace(*p))
             tokens++;
-        } else if (*p == '\n') {
+        else if (*p == '\n')
             tokens++;
-        }
     }
     return tokens;
 }

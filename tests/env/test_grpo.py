@@ -36,9 +36,7 @@ def main():
             if sols:
                 chosen = (p["id"], sols)
                 break
-        if not chosen:
-            print("SKIP: no selftest problem with solutions/*.cu")
-            return 77
+        expect(chosen, "no served selftest problem has solutions/*.cu (this test's fixture)")
         pid, sols = chosen
         cmd = [sys.executable, os.path.join(SRC, "rollout", "python", "examples", "grpo_group.py"),
                "--endpoint", srv.endpoint, "--problem", pid, "-G", str(G), "-T", str(T),

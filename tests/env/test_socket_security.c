@@ -62,8 +62,8 @@ static void test_loopback(void **state) {
 
 static void test_key_files(void **state) {
     (void)state;
-    if (!pk_curve_available())
-        skip();
+    /* Debian's libzmq has CURVE (libsodium); the server's security relies on it. */
+    assert_true(pk_curve_available());
     char base[128], key[160], pub[160];
     path_of(base, sizeof base, "alice");
     snprintf(key, sizeof key, "%s.key", base);
@@ -162,8 +162,8 @@ static char *round_trip(void *ctx, void *router, const char *endpoint,
 
 static void test_zap_admits_allowed_keys_only(void **state) {
     (void)state;
-    if (!pk_curve_available())
-        skip();
+    /* Debian's libzmq has CURVE (libsodium); the server's security relies on it. */
+    assert_true(pk_curve_available());
     char allow[128], base[256], key[300];
     path_of(allow, sizeof allow, "allow");
     mkdir(allow, 0755);

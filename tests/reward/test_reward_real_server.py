@@ -50,9 +50,9 @@ def main():
     online = {}
     try:
         c = srv.client(timeout_s=300)
-        if PROBLEM not in [p["id"] for p in c.list_problems()]:
-            print(f"SKIP: {PROBLEM} is not served")
-            return 77
+        served = [p["id"] for p in c.list_problems()]
+        if PROBLEM not in served:
+            raise AssertionError(f"{PROBLEM}, this test's fixture, is not served ({served})")
         for i, (reward, names) in enumerate(EPISODES):
             r = c.reset(PROBLEM, seed=7 + i, max_turns=len(names), group=f"g{i % 2}",
                         options={"reward": reward} if reward else None)

@@ -1,9 +1,10 @@
 /* The scheduler with a fake executor (GPUs as plain resources): every job of mixed world
  * sizes completes (no deadlock), no GPU is shared, a wide job is not starved by a stream of
  * narrow ones, full queues answer overloaded, compile errors skip the run, harness failures
- * and shutdown cancellations are reported. Pre-grants: only the oldest compiling job, only
- * on idle GPUs, never while a compiled job waits; its run gets the warmed GPUs, and a
- * compile error gives them back. */
+ * and shutdown cancellations are reported; within the shutdown grace queued work still
+ * compiles and runs, after it only a stage already running finishes. Pre-grants: only the oldest
+ * compiling job, only on idle GPUs, never while a compiled job waits; its run gets the warmed GPUs,
+ * and a compile error gives them back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -189,8 +190,17 @@ static void test_unsupported_and_host_problems(void **state) {
     stop(f);
 }
 
+typedef struct shutdown_args {
+    pk_scheduler *s;
+    int grace_ms;
+    double took_ms;
+} shutdown_args;
+
 static void *shutdown_thread(void *arg) {
-    pk_scheduler_shutdown(arg, 0);
+    shutdown_args *a = arg;
+    double t0 = pk_now_ms();
+    pk_scheduler_shutdown(a->s, a->grace_ms);
+    a->took_ms = pk_now_ms() - t0;
     return NULL;
 }
 
@@ -201,7 +211,8 @@ static void test_shutdown_cancels_queued(void **state) {
     for (int i = 0; i < 5; i++)
         submit_ok(f, &p, "ok");
     pthread_t th;
-    pthread_create(&th, NULL, shutdown_thread, f->s);
+    shutdown_args a = {f->s, 0, 0};
+    pthread_create(&th, NULL, shutdown_thread, &a);
     usleep(50000);
     fake_exec_set_gate(&f->st, 0); /* the compile in progress finishes; nothing runs */
     pthread_join(th, NULL);
@@ -238,6 +249,61 @@ static int warmed(fixture *f, uint64_t ticket) {
     int v = f->st.warmed[ticket];
     pthread_mutex_unlock(&f->st.mu);
     return v;
+}
+
+/* Within the grace, jobs waiting for the compile worker and for the GPUs still compile and
+ * run; shutdown returns as soon as they are done, not at the deadline. */
+static void test_shutdown_grace_lets_queued_work_finish(void **state) {
+    fixture *f = start(1, 1, 0);
+    fake_problem p = {1, 1, 20000};
+    fake_exec_set_gate(&f->st, 1);
+    for (int i = 0; i < 5; i++)
+        submit_ok(f, &p, "ok");
+    pthread_t th;
+    shutdown_args a = {f->s, 20000, 0};
+    pthread_create(&th, NULL, shutdown_thread, &a);
+    usleep(50000);
+    fake_exec_set_gate(&f->st, 0); /* compiles go on after the stop */
+    pthread_join(th, NULL);
+    for (int i = 0; i < 5; i++) {
+        pk_completion *c = next_done(f);
+        assert_int_equal(c->harness_rc, 0);
+        assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+        fake_completion_free(c);
+    }
+    assert_int_equal(f->st.runs, 5);
+    assert_true(a.took_ms < 10000);
+    stop(f);
+}
+
+/* The grace ends while a job runs: it is not interrupted and delivers its verdict; the job
+ * compiled and waiting for its GPU is cancelled, and nothing runs after the deadline. */
+static void test_shutdown_after_grace_running_stage_finishes(void **state) {
+    fixture *f = start(1, 1, 0);
+    fake_problem slow = {1, 1, 400000}, quick = {1, 1, 100};
+    uint64_t running = submit_ok(f, &slow, "ok");
+    assert_true(wait_for(f, &f->st.runs, 1));
+    uint64_t waiting = submit_ok(f, &quick, "ok");
+    assert_true(wait_for(f, &f->st.compiles, 2)); /* compiled: now it waits for the GPU */
+    pthread_t th;
+    shutdown_args a = {f->s, 100, 0};
+    pthread_create(&th, NULL, shutdown_thread, &a);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 2; i++) {
+        pk_completion *c = next_done(f);
+        if (c->ticket == running) {
+            assert_int_equal(c->harness_rc, 0);
+            assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+        } else {
+            assert_int_equal(c->ticket, waiting);
+            assert_int_equal(c->harness_rc, PK_ERR_BUSY);
+            assert_non_null(strstr(c->result.reason, "shut down"));
+        }
+        fake_completion_free(c);
+    }
+    assert_int_equal(f->st.runs, 1);
+    assert_true(a.took_ms >= 200); /* it waited for the running stage */
+    stop(f);
 }
 
 /* Idle GPUs, nobody waiting: the compiling job gets its GPUs early and runs on them. */
@@ -351,6 +417,8 @@ int main(void) {
         cmocka_unit_test(test_compile_error_and_harness_failure),
         cmocka_unit_test(test_unsupported_and_host_problems),
         cmocka_unit_test(test_shutdown_cancels_queued),
+        cmocka_unit_test(test_shutdown_grace_lets_queued_work_finish),
+        cmocka_unit_test(test_shutdown_after_grace_running_stage_finishes),
         cmocka_unit_test(test_pregrant_warms_while_compiling),
         cmocka_unit_test(test_pregrant_oldest_only),
         cmocka_unit_test(test_no_pregrant_while_compiled_job_waits),

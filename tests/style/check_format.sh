@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Fails when any C or CUDA source tracked by git differs from .clang-format.
+# Fails when any C, C++ or CUDA source tracked by git differs from .clang-format, or when the
+# clang-format given is not version 14 (other versions format differently).
 set -u
 cf=$1
 cd "$PK_SOURCE_DIR" || exit 1
-files=$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' 2>/dev/null)
+version=$("$cf" --version 2>/dev/null)
+case "$version" in
+    *"version 14."*) ;;
+    *) echo "$cf is not clang-format 14 ($version): run scripts/setup"; exit 1 ;;
+esac
+files=$(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cpp' 2>/dev/null)
 [ -n "$files" ] || { echo "no sources found"; exit 1; }
 bad=0
 for f in $files; do

@@ -41,9 +41,8 @@ static const char sample_compile_log[] =
 static char *dup(const char *s) {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
-    if (d) {
+    if (d)
         memcpy(d, s, n);
-    }
     return d;
 }
 
@@ -61,7 +60,7 @@ static void fill_incorrect(pk_eval_result *r) {
     t->n_mismatch = 2;
     t->mismatch[0] = (pk_rank_mismatch){2, "out", 4097, 1.5, 0.75};
     t->mismatch[1] = (pk_rank_mismatch){3, "out", 12, -2.0, 0.0};
-    snprintf(r->reason, sizeof(r->reason),
+    snprintf(r->reason, sizeof r->reason,
              "trial 1: 2 rank(s) wrong; rank 2 out[4097]: expected 1.5, got 0.75 (max abs err "
              "0.75)");
 }
@@ -84,31 +83,31 @@ static void fill_correct(pk_eval_result *r, double no_overlap_us, double floor_u
         r->trials[i].max_abs_err = 0.001 * (i + 1);
     }
     r->n_checks = 1;
-    snprintf(r->checks[0].name, sizeof(r->checks[0].name), "inputs_unchanged");
+    snprintf(r->checks[0].name, sizeof r->checks[0].name, "inputs_unchanged");
     r->checks[0].passed = 1;
 }
 
 void sample_fill(pk_eval_result *r, sample_kind kind) {
-    memset(r, 0, sizeof(*r));
+    memset(r, 0, sizeof *r);
     r->status = (pk_status)kind;
     switch (kind) {
     case SAMPLE_FORMAT_ERROR:
-        snprintf(r->reason, sizeof(r->reason),
+        snprintf(r->reason, sizeof r->reason,
                  "no code block: expected the complete code in ```cuda ... ```");
         break;
     case SAMPLE_REJECTED:
-        snprintf(r->rule, sizeof(r->rule), "symbols.forbidden_call");
-        snprintf(r->reason, sizeof(r->reason),
+        snprintf(r->rule, sizeof r->rule, "symbols.forbidden_call");
+        snprintf(r->reason, sizeof r->reason,
                  "the compiled kernel calls ncclAllReduce, which this problem forbids.");
         break;
     case SAMPLE_COMPILE_ERROR:
         r->compile_log = dup(sample_compile_log);
-        snprintf(r->reason, sizeof(r->reason), "nvcc exited with status 2");
+        snprintf(r->reason, sizeof r->reason, "nvcc exited with status 2");
         break;
     case SAMPLE_RUNTIME_ERROR:
         r->world_size = 4;
         r->exit_code = 1;
-        snprintf(r->reason, sizeof(r->reason),
+        snprintf(r->reason, sizeof r->reason,
                  "rank 2: CUDA error: an illegal memory access was encountered");
         r->stderr_tail = dup("rank 2: launching allreduce_kernel<<<132, 256>>>\n"
                              "/tmp/pkgym-jobs/3f9a1c/run/runner.cu:88: CUDA error 700: an "
@@ -121,7 +120,7 @@ void sample_fill(pk_eval_result *r, sample_kind kind) {
         r->hung_ranks[1] = 3;
         r->signal = 9;
         /* The reason as problems/src/run_classify.c writes it. */
-        snprintf(r->reason, sizeof(r->reason),
+        snprintf(r->reason, sizeof r->reason,
                  "ranks 1, 3 of 4 did not finish within the 60000 ms run limit (stopped after "
                  "60012 ms; rank 0: done; rank 1: candidate, trial 1; rank 2: done; rank 3: "
                  "candidate, trial 1)");

@@ -19,9 +19,8 @@
 static pk_summarizer *make(const char *options) {
     pk_summarizer *s = NULL;
     pk_error err = {0};
-    if (pk_summarizer_create(options, NULL, &s, &err) != PK_OK) {
+    if (pk_summarizer_create(options, NULL, &s, &err) != PK_OK)
         fail_msg("%s", err.message);
-    }
     return s;
 }
 
@@ -35,20 +34,19 @@ typedef struct turns3 {
 /* Three turns of about 1.5 KB of code each, told apart by their markers. */
 static void make_turns(turns3 *t) {
     for (int i = 0; i < 3; i++) {
-        int n = snprintf(t->code[i], sizeof(t->code[i]), "// CODE-%d\n", i + 1);
+        int n = snprintf(t->code[i], sizeof t->code[i], "// CODE-%d\n", i + 1);
         memset(t->code[i] + n, 'a' + i, 1500);
         snprintf(t->code[i] + n + 1500, 32, "\n// END-%d", i + 1);
-        snprintf(t->summary[i], sizeof(t->summary[i]), "SUMMARY-%d", i + 1);
-        snprintf(t->feedback[i], sizeof(t->feedback[i]), "FEEDBACK-%d", i + 1);
+        snprintf(t->summary[i], sizeof t->summary[i], "SUMMARY-%d", i + 1);
+        snprintf(t->feedback[i], sizeof t->feedback[i], "FEEDBACK-%d", i + 1);
         t->v[i] = (pk_turn_view){i + 1, t->code[i], t->summary[i], t->feedback[i]};
     }
 }
 
 static size_t total_chars(const pk_chat_message *m, int n) {
     size_t sum = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         sum += strlen(m[i].content);
-    }
     return sum;
 }
 
@@ -64,20 +62,19 @@ static void test_roles_and_contents(void **state) {
     assert_int_equal(n, 8);
     const char *want[] = {"system",    "user", "assistant", "user",
                           "assistant", "user", "assistant", "user"};
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         assert_string_equal(m[i].role, want[i]);
-    }
     char *first = pk_summarizer_first_prompt(s, TASK);
     assert_string_equal(m[1].content, first);
     free(first);
     for (int i = 0; i < 3; i++) {
         const char *a = m[2 + 2 * i].content, *u = m[3 + 2 * i].content;
         char head[64];
-        snprintf(head, sizeof(head), "```cuda\n// CODE-%d\n", i + 1);
+        snprintf(head, sizeof head, "```cuda\n// CODE-%d\n", i + 1);
         assert_true(strncmp(a, head, strlen(head)) == 0);
         assert_non_null(strstr(a, t.summary[i]));
         assert_null(strstr(a, t.feedback[i]));
-        snprintf(head, sizeof(head), "Result of attempt %d:\n", i + 1);
+        snprintf(head, sizeof head, "Result of attempt %d:\n", i + 1);
         assert_true(strncmp(u, head, strlen(head)) == 0);
         assert_non_null(strstr(u, t.feedback[i]));
         assert_string_equal(u + strlen(u) - strlen(CONTINUE), CONTINUE);
@@ -108,26 +105,24 @@ static void test_budget_sweep(void **state) {
     int saw_cut = 0, saw_drop[4] = {0};
     for (size_t budget = full + 10; budget > 200; budget -= 97) {
         char opt[96];
-        snprintf(opt, sizeof(opt), "{\"budget_tokens\": 0, \"budget_chars\": %zu}", budget);
+        snprintf(opt, sizeof opt, "{\"budget_tokens\": 0, \"budget_chars\": %zu}", budget);
         pk_summarizer *s = make(opt);
         assert_int_equal(pk_summarizer_messages(s, TASK, t.v, 3, &m, &n, &err), PK_OK);
         assert_true(n >= 2 && n % 2 == 0);
         int kept = (n - 2) / 2, dropped = 3 - kept;
         saw_drop[dropped] = 1;
-        if (budget >= floor + 64) {
+        if (budget >= floor + 64)
             assert_true(total_chars(m, n) <= budget);
-        }
         char note[64];
-        snprintf(note, sizeof(note), "(%d earlier attempts omitted", dropped);
-        if (dropped > 0 && kept > 0) {
+        snprintf(note, sizeof note, "(%d earlier attempts omitted", dropped);
+        if (dropped > 0 && kept > 0)
             assert_non_null(strstr(m[1].content, note));
-        } else if (dropped == 0) {
+        else if (dropped == 0)
             assert_null(strstr(m[1].content, "omitted"));
-        }
         /* The kept turns are the latest ones, in order. */
         for (int k = 0; k < kept; k++) {
             char marker[32];
-            snprintf(marker, sizeof(marker), "CODE-%d", dropped + k + 1);
+            snprintf(marker, sizeof marker, "CODE-%d", dropped + k + 1);
             assert_non_null(strstr(m[2 + 2 * k].content, marker));
         }
         if (kept == 1 && strstr(m[2].content, "characters omitted to fit the context")) {
@@ -153,9 +148,8 @@ static void test_token_budget(void **state) {
     pk_error err = {0};
     assert_int_equal(pk_summarizer_messages(s, TASK, t.v, 3, &m, &n, &err), PK_OK);
     size_t tokens = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         tokens += pk_approx_tokens(m[i].content);
-    }
     assert_true(tokens <= 900);
     assert_true(n < 8);
     pk_chat_messages_free(m, n);

@@ -15,7 +15,7 @@
 
 static void check_golden(const char *name, const char *text) {
     char path[512];
-    snprintf(path, sizeof(path), "%s/%s.txt", PK_TEST_GOLDEN_DIR, name);
+    snprintf(path, sizeof path, "%s/%s.txt", PK_TEST_GOLDEN_DIR, name);
     const char *update = getenv("PK_UPDATE_GOLDEN");
     if (update && strcmp(update, "1") == 0) {
         pk_strbuf sb = {0};
@@ -27,12 +27,10 @@ static void check_golden(const char *name, const char *text) {
     char *want = NULL;
     size_t len = 0;
     pk_error err = {0};
-    if (pk_read_file(path, &want, &len, &err) != PK_OK) {
+    if (pk_read_file(path, &want, &len, &err) != PK_OK)
         fail_msg("%s", err.message);
-    }
-    if (len > 0 && want[len - 1] == '\n') {
+    if (len > 0 && want[len - 1] == '\n')
         want[len - 1] = '\0';
-    }
     if (strcmp(want, text) != 0) {
         fail_msg("feedback for %s differs from %s:\n--- got ---\n%s\n--- want ---\n%s", name, path,
                  text, want);
@@ -81,7 +79,7 @@ static void test_outcome_details(void **state) {
     assert_null(strstr(fb, ".."));
     free(fb);
 
-    memset(&r, 0, sizeof(r)); /* a timeout with hung ranks but no reason */
+    memset(&r, 0, sizeof r); /* a timeout with hung ranks but no reason */
     r.status = PK_STATUS_TIMEOUT;
     r.world_size = 2;
     r.n_hung = 1;
@@ -91,7 +89,7 @@ static void test_outcome_details(void **state) {
                                "limit. Look for"));
     free(fb);
 
-    memset(&r, 0, sizeof(r)); /* a timeout before any rank was known */
+    memset(&r, 0, sizeof r); /* a timeout before any rank was known */
     r.status = PK_STATUS_TIMEOUT;
     fb = pk_summarizer_feedback(s, &r, NULL);
     assert_non_null(

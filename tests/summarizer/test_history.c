@@ -19,9 +19,8 @@
 static pk_summarizer *make(const char *options) {
     pk_summarizer *s = NULL;
     pk_error err = {0};
-    if (pk_summarizer_create(options, NULL, &s, &err) != PK_OK) {
+    if (pk_summarizer_create(options, NULL, &s, &err) != PK_OK)
         fail_msg("%s", err.message);
-    }
     return s;
 }
 
@@ -35,11 +34,11 @@ typedef struct turns4 {
 
 static void make_turns(turns4 *t) {
     for (int i = 0; i < 4; i++) {
-        int n = snprintf(t->code[i], sizeof(t->code[i]), "// CODE-%d\n", i + 1);
+        int n = snprintf(t->code[i], sizeof t->code[i], "// CODE-%d\n", i + 1);
         memset(t->code[i] + n, 'a' + i, 900);
         t->code[i][n + 900] = '\0';
-        snprintf(t->summary[i], sizeof(t->summary[i]), "SUMMARY-%d", i + 1);
-        snprintf(t->feedback[i], sizeof(t->feedback[i]), "FEEDBACK-%d", i + 1);
+        snprintf(t->summary[i], sizeof t->summary[i], "SUMMARY-%d", i + 1);
+        snprintf(t->feedback[i], sizeof t->feedback[i], "FEEDBACK-%d", i + 1);
         t->v[i] = (pk_turn_view){i + 1, t->code[i], t->summary[i], t->feedback[i]};
     }
 }
@@ -50,9 +49,9 @@ static int shown_turns(const char *prompt) {
     const char *last = prompt;
     for (int i = 0; i < 4; i++) {
         char m[3][32];
-        snprintf(m[0], sizeof(m[0]), "CODE-%d", i + 1);
-        snprintf(m[1], sizeof(m[1]), "SUMMARY-%d", i + 1);
-        snprintf(m[2], sizeof(m[2]), "FEEDBACK-%d", i + 1);
+        snprintf(m[0], sizeof m[0], "CODE-%d", i + 1);
+        snprintf(m[1], sizeof m[1], "SUMMARY-%d", i + 1);
+        snprintf(m[2], sizeof m[2], "FEEDBACK-%d", i + 1);
         const char *c = strstr(prompt, m[0]);
         if (!c) {
             assert_null(strstr(prompt, m[1]));
@@ -108,7 +107,7 @@ static void test_earliest_dropped_first(void **state) {
         assert_true(first_shown >= prev_first_shown);
         if (first_shown > 0) {
             char note[64];
-            snprintf(note, sizeof(note), "(%d earlier attempts omitted", first_shown);
+            snprintf(note, sizeof note, "(%d earlier attempts omitted", first_shown);
             assert_non_null(strstr(p, note));
         }
         seen_two_last |= mask == 0xC;
@@ -183,11 +182,11 @@ static void test_four_turn_episode_within_budget(void **state) {
     for (int turn = 0; turn < 4; turn++) {
         assert_true(strlen(prompt) <= (size_t)budget);
         char action[1400];
-        int n = snprintf(action, sizeof(action),
+        int n = snprintf(action, sizeof action,
                          "<think>long reasoning %d</think>```cuda\n__global__ void k%d() {}\n",
                          turn, turn);
         memset(action + n, 'x', 700);
-        snprintf(action + n + 700, sizeof(action) - (size_t)n - 700, "\n```\nTurn %d done.",
+        snprintf(action + n + 700, sizeof action - (size_t)n - 700, "\n```\nTurn %d done.",
                  turn + 1);
         pk_parsed_action a;
         assert_int_equal(pk_summarizer_parse_action(s, action, NULL, &a, NULL), PK_OK);

@@ -45,11 +45,10 @@ static const char *const registered[][2] = {
 static int setup_registry(void **state) {
     (void)state;
     registry = pk_hook_registry_new();
-    for (size_t i = 0; i < sizeof(registered) / sizeof(registered[0]); i++) {
+    for (size_t i = 0; i < sizeof registered / sizeof registered[0]; i++) {
         pk_error err = {0};
-        if (pk_hook_registry_add(registry, registered[i][0], registered[i][1], &err) != PK_OK) {
+        if (pk_hook_registry_add(registry, registered[i][0], registered[i][1], &err) != PK_OK)
             fail_msg("%s", err.message);
-        }
     }
     return 0;
 }
@@ -64,15 +63,14 @@ static int teardown_registry(void **state) {
 static pk_summarizer *make(const char *options) {
     pk_summarizer *s = NULL;
     pk_error err = {0};
-    if (pk_summarizer_create_with_hooks(options, registry, NULL, &s, &err) != PK_OK) {
+    if (pk_summarizer_create_with_hooks(options, registry, NULL, &s, &err) != PK_OK)
         fail_msg("%s", err.message);
-    }
     return s;
 }
 
 static char *hook_options(const char *slot, const char *use, int timeout_ms) {
     static char buf[1024];
-    snprintf(buf, sizeof(buf), "{\"hooks\": {\"%s\": \"%s\", \"timeout_ms\": %d}}", slot, use,
+    snprintf(buf, sizeof buf, "{\"hooks\": {\"%s\": \"%s\", \"timeout_ms\": %d}}", slot, use,
              timeout_ms);
     return buf;
 }
@@ -212,13 +210,13 @@ static void test_hook_file_gone(void **state) {
     char dir[] = "/tmp/pk-hook-gone-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[256], spec[300];
-    snprintf(path, sizeof(path), "%s/terse.so", dir);
+    snprintf(path, sizeof path, "%s/terse.so", dir);
     char *data = NULL;
     size_t len = 0;
     assert_int_equal(pk_read_file(PK_TEST_TERSE, &data, &len, NULL), PK_OK);
     assert_int_equal(pk_write_file(path, data, len, NULL), PK_OK);
     free(data);
-    snprintf(spec, sizeof(spec), "plugin:%s", path);
+    snprintf(spec, sizeof spec, "plugin:%s", path);
     pk_error err = {0};
     assert_int_equal(pk_hook_registry_add(registry, "gone", spec, &err), PK_OK);
     unlink(path);
@@ -230,9 +228,8 @@ static void test_hook_file_gone(void **state) {
 static void expect_registry_error(const char *name, const char *spec, const char *needle) {
     pk_error err = {0};
     assert_int_equal(pk_hook_registry_add(registry, name, spec, &err), PK_ERR_INVALID);
-    if (!strstr(err.message, needle)) {
+    if (!strstr(err.message, needle))
         fail_msg("error \"%s\" does not mention \"%s\"", err.message, needle);
-    }
 }
 
 static void test_registry_errors(void **state) {
@@ -266,9 +263,8 @@ static void expect_refused(const pk_hook_registry *reg, const char *options, con
     pk_error err = {0};
     assert_int_equal(pk_summarizer_create_with_hooks(options, reg, NULL, &s, &err), PK_ERR_INVALID);
     assert_null(s);
-    if (!strstr(err.message, needle)) {
+    if (!strstr(err.message, needle))
         fail_msg("error \"%s\" does not mention \"%s\"", err.message, needle);
-    }
 }
 
 static void test_hooks_by_name_only(void **state) {
@@ -306,9 +302,8 @@ static void test_plugin_constructor_stays_in_sandbox(void **state) {
     DIR *d = opendir(PK_ESCAPE_DIR);
     assert_non_null(d);
     for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] != '.') {
+        if (e->d_name[0] != '.')
             fail_msg("the plugin's constructor wrote %s/%s on the host", PK_ESCAPE_DIR, e->d_name);
-        }
     }
     closedir(d);
     free(fb);
@@ -318,14 +313,13 @@ static void test_plugin_constructor_stays_in_sandbox(void **state) {
 /* Writes an executable script into dir and registers it as name. */
 static void register_script(const char *dir, const char *name, const char *text) {
     char path[512], spec[600];
-    snprintf(path, sizeof(path), "%s/%s.sh", dir, name);
+    snprintf(path, sizeof path, "%s/%s.sh", dir, name);
     assert_int_equal(pk_write_file(path, text, strlen(text), NULL), PK_OK);
     chmod(path, 0755);
-    snprintf(spec, sizeof(spec), "cmd:%s", path);
+    snprintf(spec, sizeof spec, "cmd:%s", path);
     pk_error err = {0};
-    if (pk_hook_registry_add(registry, name, spec, &err) != PK_OK) {
+    if (pk_hook_registry_add(registry, name, spec, &err) != PK_OK)
         fail_msg("%s", err.message);
-    }
 }
 
 /* A command hook tries to write next to itself, read a secret next to itself and connect to a
@@ -336,15 +330,15 @@ static void test_command_cannot_reach_host(void **state) {
     assert_non_null(mkdtemp(dir));
     int lsock = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(addr);
-    assert_int_equal(bind(lsock, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    socklen_t alen = sizeof addr;
+    assert_int_equal(bind(lsock, (struct sockaddr *)&addr, sizeof addr), 0);
     assert_int_equal(listen(lsock, 4), 0);
     assert_int_equal(getsockname(lsock, (struct sockaddr *)&addr, &alen), 0);
     char secret[600];
-    snprintf(secret, sizeof(secret), "%s/secret", dir);
+    snprintf(secret, sizeof secret, "%s/secret", dir);
     assert_int_equal(pk_write_file(secret, "s3cret", 6, NULL), PK_OK);
     char script[2048];
-    snprintf(script, sizeof(script),
+    snprintf(script, sizeof script,
              "#!/bin/bash\n"
              "cat >/dev/null\n"
              "if echo pwned > %s/marker 2>/dev/null; then w=wrote; else w=nowrite; fi\n"
@@ -355,9 +349,8 @@ static void test_command_cannot_reach_host(void **state) {
     register_script(dir, "probe", script);
     pk_summarizer *s;
     char *fb = feedback_with("probe", 10000, SAMPLE_COMPILE_ERROR, &s);
-    if (pk_summarizer_hook_fallbacks(s) != 0) {
+    if (pk_summarizer_hook_fallbacks(s) != 0)
         fail_msg("the probe did not run: %s", pk_summarizer_last_hook_error(s));
-    }
     /* Under /tmp (CI clones live there) the hook's own path exists inside the sandbox's
      * private tmpfs, so a write there "works" and lands in that tmpfs: the host check below
      * decides. Elsewhere the path is read-only inside, and the write fails. */
@@ -367,14 +360,14 @@ static void test_command_cannot_reach_host(void **state) {
     else
         assert_string_equal(fb, "nowrite nonet noread");
     char marker[600];
-    snprintf(marker, sizeof(marker), "%s/marker", dir);
+    snprintf(marker, sizeof marker, "%s/marker", dir);
     assert_false(pk_path_exists(marker));            /* the host never sees the write */
     assert_int_equal(accept(lsock, NULL, NULL), -1); /* nobody connected */
     close(lsock);
     free(fb);
     pk_summarizer_free(s);
     char path[600];
-    snprintf(path, sizeof(path), "%s/probe.sh", dir);
+    snprintf(path, sizeof path, "%s/probe.sh", dir);
     unlink(path);
     unlink(secret);
     rmdir(dir);
@@ -401,7 +394,7 @@ static void test_command_memory_limit(void **state) {
     free(builtin);
     pk_summarizer_free(s);
     char path[600];
-    snprintf(path, sizeof(path), "%s/hog.sh", dir);
+    snprintf(path, sizeof path, "%s/hog.sh", dir);
     unlink(path);
     rmdir(dir);
 }
@@ -466,14 +459,13 @@ static void test_example_history_command(void **state) {
     char code[3][700];
     pk_turn_view v[3];
     for (int i = 0; i < 3; i++) {
-        memset(code[i], 'a' + i, sizeof(code[i]) - 1);
-        code[i][sizeof(code[i]) - 1] = '\0';
+        memset(code[i], 'a' + i, sizeof code[i] - 1);
+        code[i][sizeof code[i] - 1] = '\0';
         v[i] = (pk_turn_view){i + 1, code[i], "sum", "fb"};
     }
     char *p = pk_summarizer_next_prompt(s, "TASK", v, 3);
-    if (pk_summarizer_hook_fallbacks(s) != 0) {
+    if (pk_summarizer_hook_fallbacks(s) != 0)
         fail_msg("example command failed: %s", pk_summarizer_last_hook_error(s));
-    }
     assert_non_null(strstr(p, "code shown for the latest only"));
     assert_non_null(strstr(p, "Attempt 1: fb"));
     assert_non_null(strstr(p, code[2]));
@@ -489,9 +481,8 @@ static void expect_invalid(const char *options, const char *needle) {
     assert_int_equal(pk_summarizer_create_with_hooks(options, registry, NULL, &s, &err),
                      PK_ERR_INVALID);
     assert_null(s);
-    if (!strstr(err.message, needle)) {
+    if (!strstr(err.message, needle))
         fail_msg("error \"%s\" does not mention \"%s\"", err.message, needle);
-    }
 }
 
 static void test_option_errors(void **state) {

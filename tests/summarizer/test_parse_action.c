@@ -13,9 +13,8 @@
 
 static int setup(void **state) {
     pk_summarizer *s = NULL;
-    if (pk_summarizer_create("{\"summary_chars\": 200}", NULL, &s, NULL) != PK_OK) {
+    if (pk_summarizer_create("{\"summary_chars\": 200}", NULL, &s, NULL) != PK_OK)
         return -1;
-    }
     *state = s;
     return 0;
 }
@@ -79,9 +78,9 @@ static void test_several_blocks_last_code_block_wins(void **state) {
 
 static void test_every_accepted_fence(void **state) {
     static const char *const fences[] = {"cuda", "cpp", "c++", "cu", "c", "", "CUDA"};
-    for (size_t i = 0; i < sizeof(fences) / sizeof(fences[0]); i++) {
+    for (size_t i = 0; i < sizeof fences / sizeof fences[0]; i++) {
         char action[128];
-        snprintf(action, sizeof(action), "```%s\nint solution;\n```", fences[i]);
+        snprintf(action, sizeof action, "```%s\nint solution;\n```", fences[i]);
         pk_parsed_action a;
         parse(state, action, NULL, &a);
         assert_true(a.format_ok);
@@ -152,8 +151,8 @@ static void test_summary_preference(void **state) {
 
 static void test_summary_capped(void **state) {
     char field[1000];
-    memset(field, 'x', sizeof(field) - 1);
-    field[sizeof(field) - 1] = '\0';
+    memset(field, 'x', sizeof field - 1);
+    field[sizeof field - 1] = '\0';
     pk_parsed_action a;
     parse(state, "```cuda\nint solution;\n```", field, &a);
     assert_int_equal(strlen(a.summary), 200);

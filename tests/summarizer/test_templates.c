@@ -18,12 +18,11 @@ static char dir[256];
 /* A copy of the shipped templates in a temporary directory. */
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/pkgym-test-templates-XXXXXX");
-    if (!mkdtemp(dir)) {
+    snprintf(dir, sizeof dir, "/tmp/pkgym-test-templates-XXXXXX");
+    if (!mkdtemp(dir))
         return -1;
-    }
     char cmd[768];
-    snprintf(cmd, sizeof(cmd), "cp '%s'/*.txt '%s'/", pk_summarizer_default_templates_dir(), dir);
+    snprintf(cmd, sizeof cmd, "cp '%s'/*.txt '%s'/", pk_summarizer_default_templates_dir(), dir);
     return system(cmd) == 0 ? 0 : -1;
 }
 
@@ -51,7 +50,7 @@ static void test_edited_template_changes_text(void **state) {
     assert_string_equal(p + strlen(p) - strlen("Try again, faster."), "Try again, faster.");
     free(p);
     pk_eval_result r;
-    memset(&r, 0, sizeof(r));
+    memset(&r, 0, sizeof r);
     r.status = PK_STATUS_CORRECT;
     r.has_timing = 1;
     r.candidate.median_us = 50.0;

@@ -2,8 +2,8 @@
 #include "../pk_coll_module.cuh"
 
 /* Block p of x goes to peer p, block p of y comes from peer p; our own block is a copy. */
-static int pk_coll_alltoall_p2p(const pk_ctx *ctx, const __nv_bfloat16 *x, __nv_bfloat16 *y,
-                                size_t block) {
+static int coll_alltoall_p2p(const pk_ctx *ctx, const __nv_bfloat16 *x, __nv_bfloat16 *y,
+                             size_t block) {
     const size_t own = (size_t)ctx->rank * block;
     int rc = pk_coll_cuda_code(cudaMemcpyAsync(y + own, x + own, block * sizeof(__nv_bfloat16),
                                                cudaMemcpyDeviceToDevice, ctx->stream));
@@ -30,9 +30,9 @@ static int pk_coll_alltoall_p2p(const pk_ctx *ctx, const __nv_bfloat16 *x, __nv_
 static int reference(const pk_problem_call *call) {
     const pk_ctx *ctx = call->ctx;
     const size_t n = (size_t)call->dims[0];
-    return pk_coll_alltoall_p2p(ctx, static_cast<const __nv_bfloat16 *>(call->args[0]),
-                                static_cast<__nv_bfloat16 *>(call->args[1]),
-                                n / (size_t)ctx->world_size);
+    return coll_alltoall_p2p(ctx, static_cast<const __nv_bfloat16 *>(call->args[0]),
+                             static_cast<__nv_bfloat16 *>(call->args[1]),
+                             n / (size_t)ctx->world_size);
 }
 
 extern "C" const pk_problem_module *pk_problem_module_v1(void) {

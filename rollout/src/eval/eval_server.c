@@ -96,7 +96,8 @@ int pk_eval_server_check(pk_eval_server *s, pk_error *err) {
 void pk_eval_server_stop(pk_eval_server *s) {
     if (s->pid > 0) {
         kill(s->pid, SIGTERM);
-        /* The server finishes in-flight work within its shutdown grace (10 s by default). */
+        /* After a full eval nothing is in flight. On an early stop the server gets 15 s: its
+         * shutdown grace (10 s by default), not a stage that runs on past it. */
         for (int i = 0; i < 300; i++) {
             if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
                 s->pid = -1;

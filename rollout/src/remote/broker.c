@@ -80,6 +80,13 @@ static int open_router(pk_broker *b, pk_error *err) {
     return rc;
 }
 
+static int dispatched_count(const pk_broker *b) {
+    int n = 0;
+    for (const pk_bworker *w = b->workers; w; w = w->next)
+        n += w->jobs.n;
+    return n;
+}
+
 /* Reads submits (new jobs, and the stop frame); returns when none is waiting. */
 static void read_submits(pk_broker *b) {
     for (;;) {
@@ -93,9 +100,9 @@ static void read_submits(pk_broker *b) {
             pk_bjob_list_push_back(&b->queue, j);
             b->stats.queued = b->queue.n;
         } else if (n == (int)sizeof buf && !b->stopping) {
+            /* Queued jobs still go to workers until the deadline (broker_main). */
             b->stopping = 1;
             b->stop_deadline_ms = pk_now_ms() + (double)buf[1];
-            pk_broker_cancel_all(b, "queued");
         }
         pthread_mutex_unlock(&b->mu);
     }
@@ -155,13 +162,14 @@ static void *broker_main(void *arg) {
             next_beat = now + b->opts.heartbeat_ms / 2.0;
         }
         int done = 0;
-        if (b->stopping) {
-            int left = 0;
-            for (pk_bworker *w = b->workers; w; w = w->next)
-                left += w->jobs.n;
-            if (left && now >= b->stop_deadline_ms)
-                pk_broker_cancel_all(b, "dispatched");
-            done = left == 0 || now >= b->stop_deadline_ms;
+        if (b->stopping && now >= b->stop_deadline_ms) {
+            /* The grace is over: what is queued or still at a worker is answered cancelled
+             * (a late result from a worker finds no job and is dropped). */
+            pk_broker_cancel_all(b, "queued");
+            pk_broker_cancel_all(b, "dispatched");
+            done = 1;
+        } else if (b->stopping && b->queue.n == 0 && !dispatched_count(b)) {
+            done = 1;
         } else {
             double t0 = pk_now_ms();
             pk_broker_dispatch(b);

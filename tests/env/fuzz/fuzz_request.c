@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "pk_client.h"
-#include "request.h"
+#include "pk_env_protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

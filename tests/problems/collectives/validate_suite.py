@@ -162,9 +162,6 @@ def check_loader(pkgym):
         r = subprocess.run([pkgym, "problems", "show", f"collectives/{pid}", "--json"],
                            capture_output=True, text=True, timeout=60)
         out = r.stdout + r.stderr
-        if r.returncode != 0 and "not built" in out:
-            print("pkgym problems show: not built yet; the loader check did not run")
-            return
         try:
             loaded = json.loads(r.stdout) if r.returncode == 0 else None
         except ValueError:

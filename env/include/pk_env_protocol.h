@@ -1,7 +1,9 @@
-/* Decoding of one protocol v1 request frame and typed access to its fields. Every failure is
- * PK_ERR_INVALID with a message naming the field; the server replies bad_request with it. */
-#ifndef PK_ENV_REQUEST_H
-#define PK_ENV_REQUEST_H
+/* pk_env_protocol: decoding of one protocol v1 request frame and typed access to its fields,
+ * and the msgpack pre-check every frame gets (client requests, and the broker's worker frames
+ * in pk_remote). Every failure is PK_ERR_INVALID with a message naming the field; the server
+ * replies bad_request with it. */
+#ifndef PK_ENV_PROTOCOL_H
+#define PK_ENV_PROTOCOL_H
 
 #include <stddef.h>
 
