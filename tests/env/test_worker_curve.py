@@ -26,7 +26,7 @@ import time
 import msgpack
 
 from fakeworker import FakeWorker
-from pkserver import Server, keygen
+from pkserver import SRC, Server, keygen
 from scaleout import WorkerKeys, action_text, worker_args
 
 from pkgym_client import AuthenticationError, Client
@@ -92,6 +92,25 @@ def startup(keys):
         expect(secured.stop() == 0, "secured server exit code")
         secured.cleanup()
     print("  --insecure: binds with a warning; with CURVE: binds tcp://0.0.0.0 without one")
+
+
+def scale_out_dry_run(keys):
+    """scripts/scale-out passes the workers' key variables on: mpirun with -x (remote ranks
+    get only what -x names), srun with the environment it passes on by default."""
+    env = dict(os.environ, SCALE_OUT_DRY_RUN="1", PKGYM=PKGYM, **keys.env)
+    script = os.path.join(SRC, "scripts", "scale-out")
+    mpi = subprocess.run([script, "mpirun", "-np", "2", "--", "--connect", "tcp://head:5600"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    expect("-x PKGYM_WORKER_CURVE_SERVER_KEY -x PKGYM_WORKER_CURVE_SECRET_KEY" in mpi, mpi)
+    srun = subprocess.run([script, "srun", "-N", "4", "--", "--connect", "tcp://head:5600"],
+                          env=env, capture_output=True, text=True, check=True).stdout
+    expect(srun.startswith("srun --kill-on-bad-exit=0 --no-kill -N 4 ") and
+           " worker --connect tcp://head:5600" in srun and "--export" not in srun, srun)
+    env = {k: v for k, v in env.items() if not k.startswith("PKGYM_WORKER_CURVE")}
+    mpi = subprocess.run([script, "mpirun", "-np", "2", "--", "--connect", "tcp://head:5600"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    expect("PKGYM_WORKER_CURVE" not in mpi, mpi)
+    print("  scripts/scale-out: mpirun -x the key variables when set; srun passes them on")
 
 
 class Steps:
@@ -273,6 +292,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="pk-worker-curve-")
     try:
         keys = WorkerKeys(tmp)
+        scale_out_dry_run(keys)
         startup(keys)
         refusals_and_jobs(keys, tmp)
     finally:
