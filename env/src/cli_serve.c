@@ -46,7 +46,8 @@ static void usage(FILE *f) {
             "  --worker-bind ENDPOINT  accept `pkgym worker`s here (e.g. tcp://0.0.0.0:5600);\n"
             "                          repeatable. Jobs then go to the workers, and to an\n"
             "                          in-process worker on this host's GPUs unless --gpus none\n"
-            "                          (a pure broker). Unauthenticated: trusted networks only\n"
+            "                          (a pure broker). A non-loopback tcp:// one needs CURVE\n"
+            "                          (--worker-curve-allow) or --insecure\n"
             "  --worker-heartbeat-ms N heartbeat interval both ways (default 1000)\n"
             "  --worker-liveness N     silent heartbeats before a worker is lost (default 5)\n"
             "  --worker-wait-s S       a job waits this long for a worker able to run it\n"
@@ -58,11 +59,17 @@ static void usage(FILE *f) {
             "  --hook NAME=plugin:/abs/x.so | NAME=cmd:/abs/prog   register a hook; "
             "repeatable\n"
             "\nSecurity (docs/security.md):\n"
-            "  --curve-secret-key FILE the server's key pair (pkgym keygen): CURVE on every "
-            "tcp:// endpoint\n"
-            "  --curve-allow DIR       public keys of the clients allowed in (read again when "
-            "it changes)\n"
-            "  --insecure              allow a non-loopback tcp:// endpoint without CURVE\n",
+            "  --curve-secret-key FILE the server's key pair (pkgym keygen), for clients and "
+            "workers\n"
+            "  --curve-allow DIR       public keys of the clients allowed in: CURVE on every "
+            "tcp:// --bind\n"
+            "  --worker-curve-allow DIR\n"
+            "                          public keys of the workers allowed in: CURVE on every "
+            "tcp://\n"
+            "                          --worker-bind (both directories are read again when they "
+            "change)\n"
+            "  --insecure              allow a non-loopback tcp:// endpoint (clients' or "
+            "workers') without CURVE\n",
             PK_DEFAULT_ENDPOINT, pk_problems_default_dir(), pk_problems_default_modules_dir(),
             PK_DEFAULT_DATA_DIR, pk_summarizer_default_templates_dir());
 }
@@ -188,6 +195,8 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
             o->curve_secret_key = v;
         else if (strcmp(a, "--curve-allow") == 0)
             o->curve_allow = v;
+        else if (strcmp(a, "--worker-curve-allow") == 0)
+            o->worker_curve_allow = v;
         else if (strcmp(a, "--hook") == 0) {
             if (o->n_hook_args >= PK_MAX_HOOK_ARGS) {
                 fprintf(stderr, "pkgym serve: at most %d --hook\n", PK_MAX_HOOK_ARGS);

@@ -27,6 +27,8 @@ static int start_broker(pk_evaluator *ev, const pk_evaluator_opts *o, pk_error *
     bo.queue_limit = o->queue_limit;
     bo.worker_wait_s = o->worker_wait_s;
     bo.cache_dir = o->cache_dir;
+    bo.curve = o->worker_curve;
+    bo.insecure = o->insecure;
     ev->local_gpus = -1;
     int rc = pk_broker_create(&bo, &ev->broker, err);
     if (rc || !local)
@@ -135,14 +137,17 @@ json_t *pk_evaluator_stats_json(pk_evaluator *ev) {
     pk_broker_stats b;
     pk_broker_get_stats(ev->broker, &b);
     json_t *broker = json_pack(
-        "{s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}",
+        "{s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, "
+        "s:I, s:I}",
         "workers", b.workers, "gpus", b.gpus, "queued", b.queued, "dispatched", b.dispatched,
         "submitted", (json_int_t)b.submitted, "completed", (json_int_t)b.completed, "requeued",
         (json_int_t)b.requeued, "lost_twice", (json_int_t)b.lost_twice, "no_worker",
         (json_int_t)b.no_worker, "stale_results", (json_int_t)b.stale_results, "workers_joined",
         (json_int_t)b.workers_joined, "workers_lost", (json_int_t)b.workers_lost, "workers_left",
         (json_int_t)b.workers_left, "baseline_hits", (json_int_t)b.baseline_hits, "baseline_stored",
-        (json_int_t)b.baseline_stored, "dispatch_ms_max", b.dispatch_ms_max);
+        (json_int_t)b.baseline_stored, "dispatch_ms_max", b.dispatch_ms_max, "curve", b.curve,
+        "workers_refused", (json_int_t)b.workers_refused, "handshakes_failed",
+        (json_int_t)b.handshakes_failed);
     return json_pack("{s:o, s:o}", "broker", broker, "workers", pk_broker_workers_json(ev->broker));
 }
 

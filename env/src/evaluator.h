@@ -27,6 +27,10 @@ typedef struct pk_evaluator_opts {
     int n_worker_binds;
     int heartbeat_ms, liveness;
     double worker_wait_s;
+    /* The tcp:// worker endpoints' security (pk_broker_opts); the in-process worker's inproc
+     * endpoint needs none. */
+    const pk_curve_server *worker_curve;
+    int insecure;
     const char *problems_dir, *modules_dir, *data_dir;
     int grace_ms;
     /* The local scheduler's baseline cache (pk_scheduler_opts). */

@@ -150,13 +150,14 @@ void pk_op_stats(pk_call *c) {
                   n->completions ? n->completion_ms_total / (double)n->completions : 0.0);
     /* Clients holding an episode or a step; the caller's own usage against its limits. */
     unsigned long admitted = 0, refused = 0;
-    if (s->curve)
-        pk_curve_server_counts(s->curve, &admitted, &refused);
+    int clients_curve = s->curve && s->opts.curve_allow; /* it may serve only the workers */
+    if (clients_curve)
+        pk_curve_server_domain_counts(s->curve, PK_CURVE_DOMAIN_CLIENTS, &admitted, &refused);
     json_int_t active = (json_int_t)s->clients.count;
     pk_client_entry *me = pk_client_get(&s->clients, c->client_id);
     json_t *clients = json_pack("{s:I, s:s, s:i, s:i, s:b, s:I, s:I}", "active", active, "you",
                                 c->client_id, "your_episodes", me ? me->episodes : 0, "your_steps",
-                                me ? me->steps : 0, "curve", s->curve != NULL, "curve_admitted",
+                                me ? me->steps : 0, "curve", clients_curve, "curve_admitted",
                                 (json_int_t)admitted, "curve_refused", (json_int_t)refused);
     pk_client_drop_if_unused(me);
     json_t *body = json_pack(

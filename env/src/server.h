@@ -54,9 +54,10 @@ typedef struct pk_server_opts {
     double worker_wait_s;                    /* 0: 120 */
     const char *hook_args[PK_MAX_HOOK_ARGS]; /* --hook NAME=plugin:/abs/x.so | NAME=cmd:/abs/p */
     int n_hook_args;
-    const char *curve_secret_key; /* --curve-secret-key: CURVE on tcp:// endpoints */
-    const char *curve_allow;      /* --curve-allow: authorized client public keys */
-    int insecure;                 /* --insecure: non-loopback tcp:// without CURVE */
+    const char *curve_secret_key;   /* --curve-secret-key: the key pair, clients' and workers' */
+    const char *curve_allow;        /* --curve-allow: authorized client public keys */
+    const char *worker_curve_allow; /* --worker-curve-allow: authorized worker public keys */
+    int insecure;                   /* --insecure: non-loopback tcp:// without CURVE */
     int max_client_episodes;
     int max_client_steps;
 } pk_server_opts;

@@ -27,6 +27,7 @@ typedef struct allow_set {
     struct timespec mtime; /* of dir when keys were read */
     char (*keys)[PK_CURVE_KEY_LEN + 1];
     size_t n;
+    unsigned long admitted, refused; /* handshakes on this domain's sockets */
 } allow_set;
 
 struct pk_curve_server {
@@ -105,6 +106,10 @@ static int key_allowed(pk_curve_server *s, const char *domain, const char *key) 
         }
         for (size_t k = 0; k < set->n && !ok; k++)
             ok = strcmp(set->keys[k], key) == 0;
+        if (ok)
+            set->admitted++;
+        else
+            set->refused++;
     }
     pthread_mutex_unlock(&s->lock);
     return ok;
@@ -263,6 +268,18 @@ void pk_curve_server_counts(const pk_curve_server *s, unsigned long *admitted,
                             unsigned long *refused) {
     *admitted = atomic_load(&((pk_curve_server *)s)->admitted);
     *refused = atomic_load(&((pk_curve_server *)s)->refused);
+}
+
+void pk_curve_server_domain_counts(pk_curve_server *s, const char *domain, unsigned long *admitted,
+                                   unsigned long *refused) {
+    *admitted = *refused = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->n_domains; i++)
+        if (strcmp(s->domains[i].domain, domain) == 0) {
+            *admitted += s->domains[i].admitted;
+            *refused += s->domains[i].refused;
+        }
+    pthread_mutex_unlock(&s->lock);
 }
 
 void pk_curve_server_stop(pk_curve_server *s) {

@@ -2,7 +2,8 @@
  * with the same contract as pk_scheduler: submit from the server's thread, each job's
  * pk_completion delivered as one pointer frame on done_endpoint (docs/scale-out.md).
  *
- * Workers connect to the broker's ROUTER (`pkgym serve --worker-bind`). Reliability follows
+ * Workers connect to the broker's ROUTER (`pkgym serve --worker-bind`), authenticated with
+ * CURVE on tcp:// (opts.curve; a session is bound to the key that opened it). Reliability follows
  * the zguide's Paranoid Pirate pattern with heartbeats both ways: a worker silent for
  * heartbeat_ms x liveness is lost, its jobs go back to the queue once (to another worker); a
  * job lost twice completes with harness_rc set and a message naming both workers. A result
@@ -20,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "pk_curve.h"
 #include "pk_scheduler.h"
 
 #ifdef __cplusplus
@@ -27,6 +29,9 @@ extern "C" {
 #endif
 
 #define PK_BROKER_MAX_BINDS 8
+/* The ZAP domain of the worker endpoints: its allow directory (`--worker-curve-allow`) holds
+ * the worker keys, apart from the client keys of PK_CURVE_DOMAIN_CLIENTS. */
+#define PK_BROKER_ZAP_DOMAIN "pkgym-workers"
 
 typedef struct pk_broker pk_broker;
 
@@ -41,6 +46,11 @@ typedef struct pk_broker_opts {
     double worker_wait_s;  /* a job waits this long for a worker able to run it; 0: 120 */
     const char *cache_dir; /* the shared baseline cache; NULL: none */
     int remeasure_baseline;
+    /* Security of the tcp:// worker endpoints (docs/security.md): with curve, CURVE with the
+     * server's key pair, admitting the keys allowed for PK_BROKER_ZAP_DOMAIN (the caller calls
+     * pk_curve_server_allow); without, loopback addresses only unless insecure. */
+    const pk_curve_server *curve;
+    int insecure;
 } pk_broker_opts;
 
 typedef struct pk_broker_stats {
@@ -54,6 +64,9 @@ typedef struct pk_broker_stats {
     uint64_t no_worker;     /* jobs failed: no able worker within worker_wait_s */
     uint64_t stale_results; /* results discarded: unknown session, job or attempt */
     uint64_t workers_joined, workers_lost, workers_left;
+    int curve;                  /* CURVE on the tcp:// worker endpoints */
+    uint64_t workers_refused;   /* handshakes whose CURVE key the ZAP handler refused */
+    uint64_t handshakes_failed; /* other failed handshakes: no CURVE, wrong server key, ... */
     uint64_t overloaded;
     uint64_t baseline_hits, baseline_stored;
     double dispatch_ms_max; /* longest dispatch round */

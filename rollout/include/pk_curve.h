@@ -49,9 +49,11 @@ int pk_curve_server_start(void *zctx, const char *secret_key_file, pk_curve_serv
  * next connection. */
 int pk_curve_server_allow(pk_curve_server *s, const char *domain, const char *dir, pk_error *err);
 const char *pk_curve_server_public_key(const pk_curve_server *s);
-/* Counts of handshakes admitted and refused so far. */
+/* Counts of handshakes admitted and refused so far: all, and those of one ZAP domain. */
 void pk_curve_server_counts(const pk_curve_server *s, unsigned long *admitted,
                             unsigned long *refused);
+void pk_curve_server_domain_counts(pk_curve_server *s, const char *domain, unsigned long *admitted,
+                                   unsigned long *refused);
 /* Stops the handler; call before zmq_ctx_term. NULL is a no-op. */
 void pk_curve_server_stop(pk_curve_server *s);
 

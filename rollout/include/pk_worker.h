@@ -3,7 +3,10 @@
  * capacity and problems, and runs whole jobs (compile, symbol checks, run) with its own
  * scheduler and sandbox. Heartbeats go both ways (the zguide's Paranoid Pirate pattern):
  * when the broker falls silent the worker reconnects as a new session and drops the results
- * of the old one, which the broker has given to other workers by then. */
+ * of the old one, which the broker has given to other workers by then. With CURVE keys every
+ * session (and every reconnect of ZeroMQ's within one) authenticates anew; a broker that
+ * refuses the worker's key, or that uses another security mechanism, stops the worker with
+ * an error saying so, since retrying cannot fix that. */
 #ifndef PK_WORKER_H
 #define PK_WORKER_H
 
@@ -12,6 +15,7 @@
 #include <jansson.h>
 
 #include "pk_common.h"
+#include "pk_curve.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,8 +23,11 @@ extern "C" {
 
 typedef struct pk_worker_opts {
     const char *connect; /* the broker's worker endpoint */
-    void *zmq_ctx;       /* NULL: the worker's own context (an in-process worker shares its
-                            server's, to reach the broker over inproc://) */
+    /* CURVE: the server's public key and this worker's key pair; NULL: no CURVE (the broker's
+     * endpoint is then loopback, ipc://, or bound with --insecure). */
+    const pk_curve_client_keys *curve;
+    void *zmq_ctx; /* NULL: the worker's own context (an in-process worker shares its
+                      server's, to reach the broker over inproc://) */
     const char *problems_dir, *modules_dir;
     const char *data_dir; /* compile and baseline caches; NULL: $TMPDIR/pkgym-worker-<uid> */
     const char *gpus;     /* NULL or "auto", "none", or a list "0,1" (pk_launch_pick_gpus) */
@@ -40,7 +47,8 @@ typedef struct pk_worker_opts {
 void pk_worker_opts_default(pk_worker_opts *o);
 
 /* Runs until *stop is set; then drains (no new jobs, finishes those in flight for grace_ms)
- * and says bye. Returns non-zero only when it cannot start (problems, scheduler). */
+ * and says bye. Returns non-zero when it cannot start (problems, scheduler), and when the
+ * broker refuses its CURVE key or its security mechanism (err says which and what to do). */
 int pk_worker_run(const pk_worker_opts *o, volatile sig_atomic_t *stop, pk_error *err);
 
 /* The announcement this worker would send (GPUs, domains, capacity, problems), without

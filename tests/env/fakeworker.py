@@ -39,8 +39,9 @@ def verdict(status, reason, gpu_name="", speedup=None):
 
 class FakeWorker:
     def __init__(self, ctx, endpoint, name, problems=None, gpus=0, max_world=None,
-                 host_slots=1, max_jobs=4, gpu_model="", heartbeat_ms=100, auto=None):
+                 host_slots=1, max_jobs=4, gpu_model="", heartbeat_ms=100, auto=None, curve=None):
         self.ctx, self.endpoint, self.name = ctx, endpoint, name
+        self.curve = curve            # CURVE keys (pkgym_client.curve.resolve()), or None
         self.problems = problems if problems is not None else [
             [p, problem_version(p)] for p in ("selftest/scale", "selftest/allreduce",
                                               "collectives/allreduce")]
@@ -76,9 +77,19 @@ class FakeWorker:
         s = self.ctx.socket(zmq.DEALER)
         s.setsockopt(zmq.LINGER, 0)
         s.setsockopt(zmq.ROUTING_ID, f"{self.name}#{self.session}".encode())
+        if self.curve:
+            s.curve_serverkey, s.curve_publickey, s.curve_secretkey = self.curve
         s.connect(self.endpoint)
-        s.send(msgpack.packb(self._ready()))
+        self._send(s, self._ready())
         return s
+
+    @staticmethod
+    def _send(sock, msg):
+        # Never blocks: a socket whose handshake was refused has no pipe to queue into.
+        try:
+            sock.send(msgpack.packb(msg), zmq.NOBLOCK)
+        except zmq.Again:
+            pass
 
     def _run(self):
         sock = self._connect()
@@ -87,7 +98,7 @@ class FakeWorker:
             while not self.cmds.empty():
                 cmd, arg = self.cmds.get()
                 if cmd == "send":
-                    sock.send(msgpack.packb(arg))
+                    self._send(sock, arg)
                 elif cmd == "reconnect":
                     sock.close(0)
                     sock = self._connect()
@@ -95,8 +106,8 @@ class FakeWorker:
                 msg = msgpack.unpackb(sock.recv(), raw=False, strict_map_key=False)
                 if not self.silent:
                     if msg["t"] == "job" and self.auto:
-                        sock.send(msgpack.packb(self._result(msg, self.auto[0], "auto",
-                                                             speedup=self.auto[1])))
+                        self._send(sock, self._result(msg, self.auto[0], "auto",
+                                                      speedup=self.auto[1]))
                     elif msg["t"] == "job":
                         msg["session"] = self.session
                         self.jobs.put(msg)
@@ -104,7 +115,7 @@ class FakeWorker:
                         self.byes += 1
             now = time.time()
             if not self.silent and now - last > self.heartbeat_ms / 1000.0:
-                sock.send(msgpack.packb({"t": "hb"}))
+                self._send(sock, {"t": "hb"})
                 last = now
         sock.close(0)
 

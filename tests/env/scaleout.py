@@ -58,9 +58,9 @@ def worker_args(port, data_dir, heartbeat_ms=250):
     return args
 
 
-def start_mpirun_workers(n, port, data_dir, log_path):
+def start_mpirun_workers(n, port, data_dir, log_path, env_extra=None):
     # Local ranks only: mpirun needs no ssh (a CI image may have none).
-    env = dict(os.environ, PKGYM=PKGYM, OMPI_MCA_plm_rsh_agent="false")
+    env = dict(os.environ, PKGYM=PKGYM, OMPI_MCA_plm_rsh_agent="false", **(env_extra or {}))
     cmd = [os.path.join(SRC, "scripts", "scale-out"), "mpirun", "-np", str(n), "--oversubscribe",
            "--"] + worker_args(port, data_dir)
     log = open(log_path, "w")
@@ -68,10 +68,36 @@ def start_mpirun_workers(n, port, data_dir, log_path):
                             start_new_session=True), log
 
 
-def start_worker(port, data_dir, name, log_path):
+def start_worker(port, data_dir, name, log_path, *extra, env_extra=None):
     log = open(log_path, "a")
-    return subprocess.Popen([PKGYM, "worker", "--name", name] + worker_args(port, data_dir),
-                            stdout=log, stderr=subprocess.STDOUT), log
+    return subprocess.Popen([PKGYM, "worker", "--name", name] + worker_args(port, data_dir) +
+                            list(extra), stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, **(env_extra or {}))), log
+
+
+class WorkerKeys:
+    """CURVE keys for a broker's worker endpoint (docs/scale-out.md, "Security"): the server's
+    key pair, one worker key pair whose .pub is in the allow directory, and `serve_args` for
+    `pkgym serve`. Made by `pkgym keygen` in dir."""
+
+    def __init__(self, dir):
+        from pkserver import keygen
+        self.dir = dir
+        self.allow = os.path.join(dir, "worker-allow")
+        os.makedirs(self.allow)
+        self.server_key, self.server_pub = keygen(os.path.join(dir, "server"))
+        self.worker_key, self.worker_pub = keygen(os.path.join(dir, "worker"))
+        subprocess.run(["cp", self.worker_pub, self.allow], check=True)
+        self.serve_args = ["--curve-secret-key", self.server_key,
+                           "--worker-curve-allow", self.allow]
+        self.env = {"PKGYM_WORKER_CURVE_SERVER_KEY": self.server_pub,
+                    "PKGYM_WORKER_CURVE_SECRET_KEY": self.worker_key}
+
+    @staticmethod
+    def public(path):
+        """The 40-character public key of a key file."""
+        from pkgym_client import curve
+        return curve.load_key_file(path)[0].decode()
 
 
 def wait_workers(client, n, timeout_s=60):

@@ -3,16 +3,24 @@
 --worker-bind`) and 3 workers started by `mpirun -np 3` (scripts/scale-out) on localhost run a
 64-episode selftest batch; one worker is SIGKILLed while it holds jobs. Every request gets
 exactly one reply, no step fails, the lost jobs went to other workers, and every verdict
-equals the verdict of a single-machine run (a plain `pkgym serve`) of the same code."""
+equals the verdict of a single-machine run (a plain `pkgym serve`) of the same code.
+
+--curve (issue #19): the same through a broker whose worker endpoint uses CURVE
+(`--worker-curve-allow`), with 32 episodes to keep CI short; the workers get their keys from
+PKGYM_WORKER_CURVE_* through scripts/scale-out (which passes them on with mpirun's -x), and
+every worker must join with the allowed key."""
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 
-from scaleout import (ACTIONS, Batch, action_text, broker, free_port, reference_verdicts,
-                      start_mpirun_workers, wait_workers)
+from scaleout import (ACTIONS, Batch, WorkerKeys, action_text, broker, free_port,
+                      reference_verdicts, start_mpirun_workers, wait_workers)
 
-EPISODES = 64
+CURVE = "--curve" in sys.argv[1:]
+EPISODES = 32 if CURVE else 64
 
 
 def expect(cond, what):
@@ -22,14 +30,24 @@ def expect(cond, what):
 
 def main():
     port = free_port()
-    srv = broker(port)
+    keydir = tempfile.mkdtemp(prefix="pk-scale-out-keys-")
+    keys = WorkerKeys(keydir) if CURVE else None
+    srv = broker(port, *(keys.serve_args if keys else []))
     mpirun = log = None
     killed = {}
     try:
         c = srv.client(timeout_s=30)
         mpirun, log = start_mpirun_workers(3, port, os.path.join(srv.tmp, "workers"),
-                                           os.path.join(srv.tmp, "workers.log"))
+                                           os.path.join(srv.tmp, "workers.log"),
+                                           keys.env if keys else None)
         workers = wait_workers(c, 3)
+        if keys:
+            want = WorkerKeys.public(keys.worker_pub)
+            expect(c.stats()["broker"]["curve"], "the broker says its worker endpoint uses CURVE")
+            expect(all(w["curve_key"] == want for w in workers),
+                   f"every worker joined with the allowed key {want}: "
+                   f"{[w['curve_key'] for w in workers]}")
+            expect("(CURVE)" in srv.output(), "the worker endpoint was bound with CURVE")
         expect(sorted(w["launcher"]["kind"] for w in workers) == ["mpirun"] * 3,
                f"launchers {[w['launcher'] for w in workers]}")
         expect(sorted(w["launcher"]["local_rank"] for w in workers) == [0, 1, 2], "local ranks")
@@ -79,7 +97,8 @@ def main():
                 mismatches.append((i, problem, solution, got, ref[(problem, solution)]))
         expect(not mismatches, f"verdicts differ from the single-machine run: {mismatches}")
         batch.close()
-        print(f"scale-out: {EPISODES} episodes through 3 mpirun workers in {wall:.1f} s; "
+        print(f"scale-out{' (CURVE)' if CURVE else ''}: {EPISODES} episodes through 3 mpirun "
+              f"workers in {wall:.1f} s; "
               f"killed {killed['name']} holding {killed['jobs_in_flight']} job(s); "
               f"requeued {b['requeued']}, stale results {b['stale_results']}; "
               f"verdicts match the single-machine run ({sorted(set(ref.values()))})")
@@ -103,6 +122,7 @@ def main():
             wlog = open(log.name).read()
         rc = srv.stop()
         srv.cleanup()
+        shutil.rmtree(keydir, ignore_errors=True)
     expect(rc == 0, f"server exit code {rc}")
     # The two workers left must have stopped cleanly (under ASan: no leak, no error report).
     stopped = wlog.count("stopped:")

@@ -73,10 +73,19 @@ static int open_router(pk_broker *b, pk_error *err) {
     if (!b->router)
         return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     int rc = pk_remote_socket_setup(b->router, PK_REMOTE_BROKER, err);
-    for (int i = 0; !rc && i < b->opts.n_binds; i++)
-        if (zmq_bind(b->router, b->binds[i]) != 0)
-            rc = pk_error_set(err, PK_ERR_IO, "cannot bind the worker endpoint %s: %s", b->binds[i],
-                              zmq_strerror(zmq_errno()));
+    if (!rc)
+        rc = pk_handshake_watch_start(&b->handshakes, b->zctx, b->router, err);
+    for (int i = 0; !rc && i < b->opts.n_binds; i++) {
+        char resolved[256] = "";
+        rc = pk_remote_bind(b->router, b->binds[i], b->opts.curve, b->opts.insecure, resolved,
+                            sizeof resolved, err);
+        int tcp = strncmp(resolved, "tcp://", 6) == 0;
+        if (!rc && strncmp(resolved, "inproc://", 9) != 0)
+            fprintf(stderr, "pkgym serve: worker endpoint %s%s\n", resolved,
+                    !tcp            ? ""
+                    : b->opts.curve ? " (CURVE)"
+                                    : " (no CURVE)");
+    }
     return rc;
 }
 
@@ -85,6 +94,52 @@ static int dispatched_count(const pk_broker *b) {
     for (const pk_bworker *w = b->workers; w; w = w->next)
         n += w->jobs.n;
     return n;
+}
+
+/* What an operator can do about a refused worker connection. */
+static const char *handshake_hint(const pk_broker *b, pk_handshake_kind kind) {
+    switch (kind) {
+    case PK_HANDSHAKE_REFUSED:
+        return "its key is not in the --worker-curve-allow directory";
+    case PK_HANDSHAKE_MECHANISM:
+        return b->opts.curve ? "a worker without CURVE keys (pkgym worker --curve-server-key FILE "
+                               "--curve-secret-key FILE), or CURVE on an endpoint without it"
+                             : "a worker with CURVE keys on an endpoint without CURVE";
+    case PK_HANDSHAKE_CRYPTOGRAPHIC:
+        return "the worker's --curve-server-key is not this server's public key";
+    default:
+        return "not a pkgym worker, or it went away during the handshake";
+    }
+}
+
+/* Failed handshakes on the worker endpoints: counted, and logged at most every 10 s per kind
+ * (a peer retrying, or a port scanner, must not flood the log). */
+static void read_handshakes(pk_broker *b) {
+    pk_handshake_event ev;
+    for (int round = 0; round < 256 && pk_handshake_watch_read(&b->handshakes, &ev) == 0; round++) {
+        if (ev.kind == PK_HANDSHAKE_OK)
+            continue;
+        pthread_mutex_lock(&b->mu);
+        if (ev.kind == PK_HANDSHAKE_REFUSED)
+            b->stats.workers_refused++;
+        else
+            b->stats.handshakes_failed++;
+        pthread_mutex_unlock(&b->mu);
+        double now = pk_now_ms();
+        if (b->handshake_logged_ms[ev.kind] > 0 && now - b->handshake_logged_ms[ev.kind] < 10000) {
+            b->handshake_unlogged[ev.kind]++;
+            continue;
+        }
+        char why[160];
+        fprintf(stderr, "pkgym serve: refused a worker connection: %s: %s",
+                pk_handshake_describe(&ev, why, sizeof why), handshake_hint(b, ev.kind));
+        if (b->handshake_unlogged[ev.kind])
+            fprintf(stderr, " (%lu more like it since the last such line)",
+                    b->handshake_unlogged[ev.kind]);
+        fprintf(stderr, "\n");
+        b->handshake_logged_ms[ev.kind] = now;
+        b->handshake_unlogged[ev.kind] = 0;
+    }
 }
 
 /* Reads submits (new jobs, and the stop frame); returns when none is waiting. */
@@ -129,8 +184,10 @@ static void read_workers(pk_broker *b) {
             ok = 0;
         }
         if (ok) {
+            /* Set by the ZAP handler: the CURVE key that the connection authenticated with. */
+            const char *key = zmq_msg_gets(&body, "User-Id");
             pthread_mutex_lock(&b->mu);
-            pk_broker_on_message(b, zmq_msg_data(&id), zmq_msg_size(&id), zmq_msg_data(&body),
+            pk_broker_on_message(b, zmq_msg_data(&id), zmq_msg_size(&id), key, zmq_msg_data(&body),
                                  zmq_msg_size(&body));
             pthread_mutex_unlock(&b->mu);
         }
@@ -143,10 +200,11 @@ static void *broker_main(void *arg) {
     pk_broker *b = arg;
     double next_beat = pk_now_ms();
     for (;;) {
-        zmq_pollitem_t items[2] = {{b->submit_pull, 0, ZMQ_POLLIN, 0},
-                                   {b->router, 0, ZMQ_POLLIN, 0}};
+        zmq_pollitem_t items[3] = {{b->submit_pull, 0, ZMQ_POLLIN, 0},
+                                   {b->router, 0, ZMQ_POLLIN, 0},
+                                   {b->handshakes.pair, 0, ZMQ_POLLIN, 0}};
         double wait = next_beat - pk_now_ms();
-        if (zmq_poll(items, 2,
+        if (zmq_poll(items, 3,
                      wait < 1     ? 1
                      : wait > 100 ? 100
                                   : (long)wait) < 0 &&
@@ -154,6 +212,7 @@ static void *broker_main(void *arg) {
             break;
         read_submits(b);
         read_workers(b);
+        read_handshakes(b);
         double now = pk_now_ms();
         pthread_mutex_lock(&b->mu);
         if (now >= next_beat) {
@@ -219,6 +278,7 @@ int pk_broker_create(const pk_broker_opts *opts, pk_broker **out, pk_error *err)
     b->next_ticket = 1;
     b->next_uid = 1;
     b->t_start_ms = pk_now_ms();
+    b->stats.curve = opts->curve != NULL;
     b->departed = json_array();
     b->done_endpoint = strdup(opts->done_endpoint);
     int nomem = !b->departed || !b->done_endpoint;
@@ -382,6 +442,7 @@ void pk_broker_free(pk_broker *b) {
         free(w);
     }
     pthread_mutex_unlock(&b->mu);
+    pk_handshake_watch_stop(&b->handshakes);
     void *socks[] = {b->submit_push, b->submit_pull, b->router, b->done_push};
     for (size_t i = 0; i < sizeof socks / sizeof *socks; i++)
         if (socks[i])

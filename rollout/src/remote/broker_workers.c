@@ -104,7 +104,7 @@ void pk_broker_remove_worker(pk_broker *b, pk_bworker *w, const char *state, con
     forget(w);
 }
 
-static void register_worker(pk_broker *b, const void *id, size_t id_len,
+static void register_worker(pk_broker *b, const void *id, size_t id_len, const char *key,
                             const msgpack_object *msg) {
     json_t *info = NULL;
     pk_error err;
@@ -116,6 +116,12 @@ static void register_worker(pk_broker *b, const void *id, size_t id_len,
         return;
     }
     pk_bworker *old = pk_broker_find_worker(b, id, id_len);
+    if (old && strcmp(old->curve_key, key) != 0) {
+        /* Another key cannot take over a session (its jobs and results). */
+        log_line("ignored a ready for worker %s's session from another CURVE key", old->name);
+        json_decref(info);
+        return;
+    }
     if (old)
         pk_broker_remove_worker(b, old, "left", "announced itself again");
     pk_bworker *w = calloc(1, sizeof *w);
@@ -140,6 +146,7 @@ static void register_worker(pk_broker *b, const void *id, size_t id_len,
     memcpy(w->identity, id, id_len);
     w->id_len = id_len;
     json_str(info, "name", w->name, sizeof w->name);
+    snprintf(w->curve_key, sizeof w->curve_key, "%s", key);
     w->info = info;
     w->problems = problems;
     w->max_jobs = json_int(cap, "max_jobs", 1);
@@ -157,15 +164,18 @@ static void register_worker(pk_broker *b, const void *id, size_t id_len,
     b->workers = w;
     b->stats.workers_joined++;
     log_line("worker %s joined: %d GPU(s)%s%s, largest NVLink domain %d, %d host slot(s), up "
-             "to %d job(s), %zu problem(s)",
+             "to %d job(s), %zu problem(s)%s%s",
              w->name, w->gpu_slots, w->gpu_slots ? " " : "", w->gpu_slots ? w->gpu_model : "",
-             w->max_world, w->host_slots, w->max_jobs, json_object_size(problems));
+             w->max_world, w->host_slots, w->max_jobs, json_object_size(problems),
+             *key ? "; CURVE key " : "", key);
     send_simple_to(b, id, id_len, PK_WIRE_HEARTBEAT); /* it knows at once that we are here */
     w->last_send_ms = pk_now_ms();
 }
 
-void pk_broker_on_message(pk_broker *b, const void *id, size_t id_len, const void *data,
-                          size_t len) {
+void pk_broker_on_message(pk_broker *b, const void *id, size_t id_len, const char *key,
+                          const void *data, size_t len) {
+    if (!key)
+        key = "";
     msgpack_unpacked u;
     int type;
     pk_error err;
@@ -177,7 +187,11 @@ void pk_broker_on_message(pk_broker *b, const void *id, size_t id_len, const voi
     }
     pk_bworker *w = pk_broker_find_worker(b, id, id_len);
     if (type == PK_WIRE_READY) {
-        register_worker(b, id, id_len, &u.data);
+        register_worker(b, id, id_len, key, &u.data);
+    } else if (w && strcmp(w->curve_key, key) != 0) {
+        /* A routing id is chosen by the peer: a session answers only to the key that opened
+         * it, so another authorized key cannot send its results or heartbeats. */
+        log_line("ignored a message for worker %s's session from another CURVE key", w->name);
     } else if (!w) {
         /* A session this broker does not know: lost earlier (its jobs went to other
          * workers), or one of a broker that ran before a restart. Its results are
@@ -254,7 +268,10 @@ json_t *pk_broker_worker_json(const pk_broker *b, const pk_bworker *w, double no
         "jobs_in_flight", w->jobs.n, "jobs_done", (json_int_t)w->done, "jobs_lost",
         (json_int_t)w->lost_jobs, "last_seen_s_ago", (now - w->last_recv_ms) / 1000.0,
         "connected_s", (now - w->joined_ms) / 1000.0, "load", w->load);
-    if (o)
+    if (o) {
         json_object_set_new(o, "problems", json_integer((json_int_t)json_object_size(w->problems)));
+        json_object_set_new(o, "curve_key",
+                            w->curve_key[0] ? json_string(w->curve_key) : json_null());
+    }
     return o;
 }

@@ -23,6 +23,11 @@ static void usage(FILE *f) {
         "host's GPUs (or its CPUs for host problems). Start one per node, or one per\n"
         "NVLink domain, with mpirun or srun (docs/scale-out.md, scripts/scale-out).\n\n"
         "  --connect ENDPOINT     the broker's worker endpoint, e.g. tcp://head:5600\n"
+        "  --curve-server-key FILE  the server's public key (its .pub): CURVE to the broker\n"
+        "                         (default $PKGYM_WORKER_CURVE_SERVER_KEY)\n"
+        "  --curve-secret-key FILE  this worker's key pair (pkgym keygen; mode 0600), whose\n"
+        "                         .pub is in the server's --worker-curve-allow directory\n"
+        "                         (default $PKGYM_WORKER_CURVE_SECRET_KEY)\n"
         "  --gpus LIST            GPU indices, 'none' or 'auto' (default auto: the GPUs the\n"
         "                         launcher made visible, else this worker's share by local\n"
         "                         rank, within one NVLink domain)\n"
@@ -55,8 +60,12 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, int *out)
     return 0;
 }
 
+typedef struct curve_files {
+    const char *server_key, *secret_key;
+} curve_files;
+
 /* Returns 0, 1 for --help, -1 on a bad option. */
-static int parse_args(int argc, char **argv, pk_worker_opts *o, int *describe) {
+static int parse_args(int argc, char **argv, pk_worker_opts *o, int *describe, curve_files *cf) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
@@ -77,6 +86,10 @@ static int parse_args(int argc, char **argv, pk_worker_opts *o, int *describe) {
         int rc = 0;
         if (strcmp(a, "--connect") == 0)
             o->connect = v;
+        else if (strcmp(a, "--curve-server-key") == 0)
+            cf->server_key = v;
+        else if (strcmp(a, "--curve-secret-key") == 0)
+            cf->secret_key = v;
         else if (strcmp(a, "--gpus") == 0)
             o->gpus = v;
         else if (strcmp(a, "--compile-workers") == 0)
@@ -111,17 +124,54 @@ static int parse_args(int argc, char **argv, pk_worker_opts *o, int *describe) {
     return 0;
 }
 
+/* The CURVE keys from the options, else from the environment (each file separately); both or
+ * neither. */
+static int load_curve(curve_files cf, pk_curve_client_keys *keys, int *have, pk_error *err) {
+    const char *env_server = getenv("PKGYM_WORKER_CURVE_SERVER_KEY");
+    const char *env_secret = getenv("PKGYM_WORKER_CURVE_SECRET_KEY");
+    if (!cf.server_key && env_server && *env_server)
+        cf.server_key = env_server;
+    if (!cf.secret_key && env_secret && *env_secret)
+        cf.secret_key = env_secret;
+    *have = 0;
+    if (!cf.server_key && !cf.secret_key)
+        return PK_OK;
+    if (!cf.server_key || !cf.secret_key)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "CURVE needs both the server's public key (--curve-server-key or "
+                            "PKGYM_WORKER_CURVE_SERVER_KEY) and this worker's key pair "
+                            "(--curve-secret-key or PKGYM_WORKER_CURVE_SECRET_KEY)");
+    int rc = pk_curve_client_keys_load(cf.server_key, cf.secret_key, keys, err);
+    *have = rc == PK_OK;
+    return rc;
+}
+
 int pk_cmd_worker(int argc, char **argv) {
     pk_worker_opts o;
     pk_worker_opts_default(&o);
     int describe = 0;
-    int pa = parse_args(argc, argv, &o, &describe);
+    curve_files cf = {NULL, NULL};
+    int pa = parse_args(argc, argv, &o, &describe, &cf);
     if (pa) {
         usage(pa > 0 ? stdout : stderr);
         return pa > 0 ? 0 : 2;
     }
     pk_error err;
     pk_error_clear(&err);
+    pk_curve_client_keys keys;
+    int have_keys = 0;
+    if (!describe && load_curve(cf, &keys, &have_keys, &err)) {
+        fprintf(stderr, "pkgym worker: %s\n", err.message);
+        return 2;
+    }
+    o.curve = have_keys ? &keys : NULL;
+    if (!describe && !have_keys && strncmp(o.connect, "tcp://", 6) == 0 &&
+        !pk_endpoint_is_loopback_tcp(o.connect))
+        fprintf(stderr,
+                "pkgym worker: WARNING: %s without CURVE: the jobs and verdicts travel "
+                "unauthenticated and unencrypted (give --curve-server-key and "
+                "--curve-secret-key)\n",
+                o.connect);
     if (describe) {
         json_t *info = NULL;
         if (pk_worker_describe(&o, &info, &err)) {
@@ -149,6 +199,7 @@ int pk_cmd_worker(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     o.unblock_stop_signals = 1;
     int rc = pk_worker_run(&o, &stop_requested, &err);
+    memset(&keys, 0, sizeof keys);
     if (rc) {
         fprintf(stderr, "pkgym worker: %s\n", err.message);
         return 1;

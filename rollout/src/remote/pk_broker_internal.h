@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "pk_broker.h"
+#include "pk_handshake_watch.h"
 #include "pk_problem_version.h"
 #include "pk_wire.h"
 
@@ -44,9 +45,10 @@ struct pk_bworker {
     char identity[256];
     size_t id_len;
     char name[160];
-    json_t *info;     /* its announcement */
-    json_t *problems; /* object: problem id -> version */
-    json_t *load;     /* its last heartbeat's figures, or NULL */
+    char curve_key[PK_CURVE_KEY_LEN + 1]; /* the CURVE key of its session; "" without CURVE */
+    json_t *info;                         /* its announcement */
+    json_t *problems;                     /* object: problem id -> version */
+    json_t *load;                         /* its last heartbeat's figures, or NULL */
     int max_jobs, max_world, gpu_slots, host_slots;
     char gpu_model[128], driver[64], nccl[32], cpu_model[128];
     pk_bjob_list jobs;
@@ -65,6 +67,9 @@ struct pk_broker {
     char submit_ep[64];
     void *submit_push; /* guarded by mu */
     void *submit_pull, *router, *done_push;
+    pk_handshake_watch handshakes; /* of the router; read by the broker's thread only */
+    double handshake_logged_ms[PK_HANDSHAKE_FAILED + 1];
+    unsigned long handshake_unlogged[PK_HANDSHAKE_FAILED + 1];
     pthread_t thread;
     int thread_started;
 
@@ -99,8 +104,9 @@ void pk_broker_cancel_all(pk_broker *b, const char *why);
 
 /* broker_workers.c */
 pk_bworker *pk_broker_find_worker(pk_broker *b, const void *id, size_t id_len);
-void pk_broker_on_message(pk_broker *b, const void *id, size_t id_len, const void *data,
-                          size_t len);
+/* key: the sender's CURVE public key (ZeroMQ's User-Id), NULL or "" without CURVE. */
+void pk_broker_on_message(pk_broker *b, const void *id, size_t id_len, const char *key,
+                          const void *data, size_t len);
 void pk_broker_heartbeat(pk_broker *b, double now);
 /* Removes w: its jobs are lost (requeued or failed); state is "lost" or "left". */
 void pk_broker_remove_worker(pk_broker *b, pk_bworker *w, const char *state, const char *why);

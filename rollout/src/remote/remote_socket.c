@@ -1,8 +1,12 @@
-/* Broker and worker socket options (pk_remote_socket.h). */
+/* Broker and worker socket options and security (pk_remote_socket.h). */
 #include "pk_remote_socket.h"
+
+#include <stdio.h>
+#include <string.h>
 
 #include <zmq.h>
 
+#include "pk_broker.h"
 #include "pk_wire.h"
 
 int pk_remote_socket_setup(void *sock, pk_remote_role role, pk_error *err) {
@@ -21,8 +25,35 @@ int pk_remote_socket_setup(void *sock, pk_remote_role role, pk_error *err) {
         rc =
             zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &reconnect_ms, sizeof reconnect_ms) ||
             zmq_setsockopt(sock, ZMQ_RECONNECT_IVL_MAX, &reconnect_max_ms, sizeof reconnect_max_ms);
-    /* Security (issue #19): the CURVE server/client keys and the ZAP domain go here. */
     if (rc)
         return pk_error_set(err, PK_ERR_IO, "worker socket options: %s", zmq_strerror(zmq_errno()));
     return PK_OK;
+}
+
+int pk_remote_bind(void *router, const char *endpoint, const pk_curve_server *curve, int insecure,
+                   char *resolved, size_t resolved_cap, pk_error *err) {
+    /* Checked here too, for a message about workers (pk_socket_bind_secure's is about
+     * clients); with insecure, pk_socket_bind_secure prints the warning. */
+    if (strncmp(endpoint, "tcp://", 6) == 0 && !curve && !insecure &&
+        !pk_endpoint_is_loopback_tcp(endpoint))
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "the worker endpoint %s is not a loopback address and CURVE is off "
+                            "there: anyone who reaches it could join as a worker, receive the "
+                            "model's kernels and return forged verdicts. Give "
+                            "--curve-secret-key FILE and --worker-curve-allow DIR (worker keys "
+                            "from pkgym keygen), or --insecure to accept that",
+                            endpoint);
+    int rc = pk_socket_bind_secure(router, endpoint, curve, PK_BROKER_ZAP_DOMAIN, insecure,
+                                   resolved, resolved_cap, err);
+    if (rc) {
+        char why[sizeof err->message];
+        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        return pk_error_set(err, rc, "worker endpoint: %s", why);
+    }
+    return PK_OK;
+}
+
+int pk_remote_connect(void *dealer, const char *endpoint, const pk_curve_client_keys *keys,
+                      pk_error *err) {
+    return pk_socket_connect_secure(dealer, endpoint, keys, err);
 }

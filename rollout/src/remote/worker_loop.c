@@ -13,6 +13,7 @@
 
 #include <zmq.h>
 
+#include "pk_handshake_watch.h"
 #include "pk_mp.h"
 #include "pk_remote_socket.h"
 #include "pk_wire.h"
@@ -34,6 +35,12 @@ typedef struct worker_loop {
     void *done_pull;
     char done_ep[96];
     void *sock;
+    pk_handshake_watch handshakes;        /* of sock (none over inproc://) */
+    int handshake_noted;                  /* a failed handshake of this session was logged */
+    pk_handshake_event handshake_failure; /* ... or is waiting to be (handshake_failure_ms) */
+    double handshake_failure_ms;
+    int fatal; /* the broker refused us for good: fatal_err says why */
+    pk_error fatal_err;
     uint64_t session;
     char identity[224];
     double last_recv_ms, last_send_ms;
@@ -126,12 +133,23 @@ static void open_session(worker_loop *l) {
     l->in_flight = 0;
     snprintf(l->identity, sizeof l->identity, "%.180s#%016llx", l->w->name,
              (unsigned long long)l->session);
-    l->sock = zmq_socket(l->zctx, ZMQ_DEALER);
+    l->handshake_noted = 0;
+    l->handshake_failure_ms = 0;
+    const char *ep = l->w->o.connect;
     pk_error err;
-    if (!l->sock || pk_remote_socket_setup(l->sock, PK_REMOTE_WORKER, &err) != PK_OK ||
-        zmq_setsockopt(l->sock, ZMQ_ROUTING_ID, l->identity, strlen(l->identity)) != 0 ||
-        zmq_connect(l->sock, l->w->o.connect) != 0) {
-        say(l, "cannot connect to %s: %s", l->w->o.connect, zmq_strerror(zmq_errno()));
+    pk_error_clear(&err);
+    l->sock = zmq_socket(l->zctx, ZMQ_DEALER);
+    int rc = l->sock ? pk_remote_socket_setup(l->sock, PK_REMOTE_WORKER, &err)
+                     : pk_error_set(&err, PK_ERR_SYSTEM, "%s", zmq_strerror(zmq_errno()));
+    if (!rc && zmq_setsockopt(l->sock, ZMQ_ROUTING_ID, l->identity, strlen(l->identity)) != 0)
+        rc = pk_error_set(&err, PK_ERR_SYSTEM, "routing id: %s", zmq_strerror(zmq_errno()));
+    if (!rc && strncmp(ep, "inproc://", 9) != 0)
+        rc = pk_handshake_watch_start(&l->handshakes, l->zctx, l->sock, &err);
+    if (!rc)
+        rc = pk_remote_connect(l->sock, ep, l->w->o.curve, &err);
+    if (rc) {
+        say(l, "cannot connect to %s: %s", ep, err.message);
+        pk_handshake_watch_stop(&l->handshakes);
         if (l->sock)
             zmq_close(l->sock);
         l->sock = NULL;
@@ -146,6 +164,7 @@ static void open_session(worker_loop *l) {
 }
 
 static void close_session(worker_loop *l) {
+    pk_handshake_watch_stop(&l->handshakes);
     if (l->sock)
         zmq_close(l->sock);
     l->sock = NULL;
@@ -164,6 +183,59 @@ static void reconnect(worker_loop *l, volatile sig_atomic_t *stop, const char *w
         l->backoff_ms * 2 > l->w->o.reconnect_max_ms ? l->w->o.reconnect_max_ms : l->backoff_ms * 2;
     if (!*stop)
         open_session(l);
+}
+
+/* The broker's answers to this session's handshakes. A refused key and a security mechanism
+ * that differs are configuration errors that no retry fixes: the worker stops with an error
+ * (ZeroMQ would not retry them either). Anything else is retried, and logged once a session. */
+static void read_handshakes(worker_loop *l) {
+    const char *ep = l->w->o.connect;
+    const pk_curve_client_keys *keys = l->w->o.curve;
+    pk_handshake_event ev;
+    while (!l->fatal && pk_handshake_watch_read(&l->handshakes, &ev) == 0) {
+        if (ev.kind == PK_HANDSHAKE_OK)
+            continue;
+        if (ev.kind == PK_HANDSHAKE_REFUSED && ev.value == 400) {
+            l->fatal = 1;
+            pk_error_set(&l->fatal_err, PK_ERR_INVALID,
+                         "the broker at %s refused this worker's CURVE key %s (ZAP status 400): "
+                         "the operator must copy this worker's .pub into the server's "
+                         "--worker-curve-allow directory",
+                         ep, keys ? keys->client.public_key : "(none)");
+        } else if (ev.kind == PK_HANDSHAKE_MECHANISM && keys) {
+            l->fatal = 1;
+            pk_error_set(&l->fatal_err, PK_ERR_INVALID,
+                         "the broker at %s does not use CURVE on this endpoint, and this worker "
+                         "does (--curve-server-key, --curve-secret-key or "
+                         "PKGYM_WORKER_CURVE_*): the server needs --curve-secret-key and "
+                         "--worker-curve-allow, or the worker no keys",
+                         ep);
+        } else if (ev.kind == PK_HANDSHAKE_MECHANISM) {
+            l->fatal = 1;
+            pk_error_set(&l->fatal_err, PK_ERR_INVALID,
+                         "the broker at %s requires CURVE: give --curve-server-key FILE (the "
+                         "server's .pub) and --curve-secret-key FILE (this worker's .key, from "
+                         "pkgym keygen, whose .pub the operator puts in --worker-curve-allow), "
+                         "or set PKGYM_WORKER_CURVE_SERVER_KEY and "
+                         "PKGYM_WORKER_CURVE_SECRET_KEY",
+                         ep);
+        } else if (!l->handshake_noted && l->handshake_failure_ms == 0) {
+            l->handshake_failure = ev;
+            l->handshake_failure_ms = pk_now_ms();
+        }
+    }
+    /* Logged a little later: a peer that refuses a mechanism also drops the connection, and
+     * that event may come first. */
+    if (!l->fatal && l->handshake_failure_ms > 0 && pk_now_ms() - l->handshake_failure_ms > 300) {
+        l->handshake_noted = 1;
+        l->handshake_failure_ms = 0;
+        char why[160];
+        say(l, "the handshake with %s failed: %s%s; retrying", ep,
+            pk_handshake_describe(&l->handshake_failure, why, sizeof why),
+            keys && l->handshake_failure.kind != PK_HANDSHAKE_REFUSED
+                ? " (is --curve-server-key the broker's public key, the server's .pub?)"
+                : "");
+    }
 }
 
 static void submit_job(worker_loop *l, pk_wire_job *j) {
@@ -396,6 +468,9 @@ static void log_start(const worker_loop *l) {
         w->host_slots, w->max_jobs, pk_problem_set_count(w->problems), w->o.connect);
     if (w->gpu_note[0])
         say(l, "%s", w->gpu_note);
+    if (w->o.curve)
+        say(l, "CURVE: this worker's key %s, the server's %s", w->o.curve->client.public_key,
+            w->o.curve->server_public);
 }
 
 int pk_worker_run(const pk_worker_opts *o, volatile sig_atomic_t *stop, pk_error *err) {
@@ -435,8 +510,10 @@ int pk_worker_run(const pk_worker_opts *o, volatile sig_atomic_t *stop, pk_error
         if (l.draining && (l.in_flight <= 0 || now >= drain_deadline || !l.sock))
             break;
         double wait = w.o.heartbeat_ms - (now - l.last_send_ms);
-        zmq_pollitem_t items[2] = {{l.done_pull, 0, ZMQ_POLLIN, 0}, {l.sock, 0, ZMQ_POLLIN, 0}};
-        int n_items = l.sock ? 2 : 1;
+        zmq_pollitem_t items[3] = {{l.done_pull, 0, ZMQ_POLLIN, 0},
+                                   {l.sock, 0, ZMQ_POLLIN, 0},
+                                   {l.handshakes.pair, 0, ZMQ_POLLIN, 0}};
+        int n_items = !l.sock ? 1 : l.handshakes.pair ? 3 : 2;
         if (zmq_poll(items, n_items,
                      wait < 1     ? 1
                      : wait > 250 ? 250
@@ -444,7 +521,10 @@ int pk_worker_run(const pk_worker_opts *o, volatile sig_atomic_t *stop, pk_error
             zmq_errno() != EINTR)
             break;
         take_completions(&l);
-        for (int i = 0; i < 256 && n_items == 2 && (items[1].revents & ZMQ_POLLIN); i++)
+        read_handshakes(&l);
+        if (l.fatal)
+            break;
+        for (int i = 0; i < 256 && n_items >= 2 && (items[1].revents & ZMQ_POLLIN); i++)
             if (on_message(&l, stop) < 0)
                 break;
         now = pk_now_ms();
@@ -458,14 +538,17 @@ int pk_worker_run(const pk_worker_opts *o, volatile sig_atomic_t *stop, pk_error
         if (now - l.last_recv_ms > (double)w.o.heartbeat_ms * w.o.liveness && !l.draining)
             reconnect(&l, stop, "no heartbeat from the broker");
     }
-    if (l.sock) {
+    if (l.sock && !l.fatal) {
         int linger = 1000; /* let the bye leave before the socket closes */
         zmq_setsockopt(l.sock, ZMQ_LINGER, &linger, sizeof linger);
         send_simple(&l, PK_WIRE_BYE);
     }
-    say(&l, "stopped: %llu job(s) done, %llu stale result(s) dropped", (unsigned long long)l.done,
-        (unsigned long long)l.stale);
+    if (!l.fatal) /* else the caller reports fatal_err */
+        say(&l, "stopped: %llu job(s) done, %llu stale result(s) dropped",
+            (unsigned long long)l.done, (unsigned long long)l.stale);
     stop_all(&l);
     pk_worker_ctx_free(&w);
+    if (l.fatal)
+        return pk_error_set(err, l.fatal_err.code, "%s", l.fatal_err.message);
     return PK_OK;
 }
