@@ -1,0 +1,175 @@
+// pkb/11_allgather_gemm_AT: ParallelKernelBench problem 11 (reference/11_allgather_gemm_AT.py).
+// K is split across the ranks: rank r holds A_r (M x K/W, columns r*K/W.. of A), and its own
+// full B_r (K x N), bf16, row-major. Rank r must end with C_r = bf16(A B_r), where
+// A = [A_0 | A_1 | ... | A_{W-1}] (M x K). PKB gathers the transposed blocks, so the gathered
+// buffer is A^T (K x M) with no reordering, and multiplies B^T A^T; C is its transpose.
+#include "pk_problem_module.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+typedef __nv_bfloat16 bf16;
+
+static int cuda_code(cudaError_t e) {
+    return e == cudaSuccess ? 0 : 2000 + (int)e;
+}
+
+static int blas_code(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_SUCCESS ? 0 : 3000 + (int)s;
+}
+
+static int nccl_code(ncclResult_t r) {
+    return r == ncclSuccess ? 0 : 1000 + (int)r;
+}
+
+// This rank's cuBLAS handle and workspace (32 MiB, what PyTorch gives cuBLAS on Hopper), made
+// once by init() outside timing.
+#define BLAS_WS_BYTES ((size_t)32 << 20)
+static cublasHandle_t g_blas;
+static void *g_blas_ws;
+static cudaStream_t g_blas_stream;
+
+// cublasSetStream resets the workspace to cuBLAS's own pool, so the workspace is set after it.
+static int blas_on(cudaStream_t stream) {
+    if (g_blas_stream == stream)
+        return 0;
+    int rc = blas_code(cublasSetStream(g_blas, stream));
+    if (!rc)
+        rc = blas_code(cublasSetWorkspace(g_blas, g_blas_ws, BLAS_WS_BYTES));
+    g_blas_stream = rc ? NULL : stream;
+    return rc;
+}
+
+static int init(const pk_ctx *ctx) {
+    if (g_blas)
+        return blas_on(ctx->stream);
+    int rc = blas_code(cublasCreate(&g_blas));
+    if (!rc)
+        rc = cuda_code(cudaMalloc(&g_blas_ws, BLAS_WS_BYTES));
+    return rc ? rc : blas_on(ctx->stream);
+}
+
+// Intermediate buffers of the reference: ncclMemAlloc'ed and registered as NCCL windows, as the
+// harness makes its own reference outputs (NCCL 2.28 can hang between registered and plain
+// memory). They are made in the first reference call (init() does not know the dims), a
+// correctness trial, never a timed call; every rank makes them in the same order, since window
+// registration is collective.
+#define MAX_BUFS 4
+static struct {
+    void *p;
+    size_t bytes;
+    ncclWindow_t win;
+} g_bufs[MAX_BUFS];
+
+static int ref_buffer(const pk_ctx *ctx, int i, size_t bytes, void **out) {
+    if (g_bufs[i].bytes < bytes) {
+        if (g_bufs[i].p) {
+            ncclCommWindowDeregister(ctx->comm, g_bufs[i].win);
+            ncclMemFree(g_bufs[i].p);
+            g_bufs[i].p = NULL;
+            g_bufs[i].bytes = 0;
+        }
+        int rc = nccl_code(ncclMemAlloc(&g_bufs[i].p, bytes));
+        if (!rc)
+            rc = nccl_code(ncclCommWindowRegister(ctx->comm, g_bufs[i].p, bytes, &g_bufs[i].win,
+                                                  NCCL_WIN_COLL_SYMMETRIC));
+        if (rc)
+            return rc;
+        g_bufs[i].bytes = bytes;
+    }
+    *out = g_bufs[i].p;
+    return 0;
+}
+
+static void fini(const pk_ctx *ctx) {
+    for (int i = 0; i < MAX_BUFS; i++)
+        if (g_bufs[i].p) {
+            ncclCommWindowDeregister(ctx->comm, g_bufs[i].win);
+            ncclMemFree(g_bufs[i].p);
+            g_bufs[i].p = NULL;
+            g_bufs[i].bytes = 0;
+        }
+    if (g_blas)
+        cublasDestroy(g_blas);
+    cudaFree(g_blas_ws);
+    g_blas = NULL;
+    g_blas_ws = NULL;
+    g_blas_stream = NULL;
+}
+
+// Row-major C[M x N] = op(A)[M x K] op(B)[K x N], bf16 in and out, fp32 accumulation on the
+// tensor cores: what torch.matmul calls. lda, ldb, ldc are row strides; ta (tb) means A (B) is
+// stored transposed, as a row-major K x M (N x K) matrix. cuBLAS is column-major, where a
+// row-major matrix reads as its transpose, so it computes C^T = op(B)^T op(A)^T.
+static int gemm_rm(bool ta, bool tb, int M, int N, int K, const bf16 *A, int lda, const bf16 *B,
+                   int ldb, bf16 *C, int ldc) {
+    const float one = 1.f, zero = 0.f;
+    return blas_code(cublasGemmEx(g_blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF,
+                                  ldb, A, CUDA_R_16BF, lda, &zero, C, CUDA_R_16BF, ldc,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP));
+}
+
+// dst (cols x rows, row stride ldd) = src^T for src rows x cols (row stride lds): 32 x 32 tiles
+// through shared memory, so reads and writes are both coalesced.
+__global__ void transpose_tiles(const bf16 *src, size_t lds, bf16 *dst, size_t ldd, size_t rows,
+                                size_t cols) {
+    __shared__ bf16 tile[32][33];
+    const size_t r0 = (size_t)blockIdx.y * 32, c0 = (size_t)blockIdx.x * 32;
+    for (int i = threadIdx.y; i < 32; i += blockDim.y)
+        if (r0 + i < rows && c0 + threadIdx.x < cols)
+            tile[i][threadIdx.x] = src[(r0 + i) * lds + c0 + threadIdx.x];
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += blockDim.y)
+        if (c0 + i < cols && r0 + threadIdx.x < rows)
+            dst[(c0 + i) * ldd + r0 + threadIdx.x] = tile[threadIdx.x][i];
+}
+
+static void transpose_on(cudaStream_t s, const bf16 *src, size_t lds, bf16 *dst, size_t ldd,
+                         size_t rows, size_t cols) {
+    const dim3 grid((unsigned)((cols + 31) / 32), (unsigned)((rows + 31) / 32)), block(32, 8);
+    transpose_tiles<<<grid, block, 0, s>>>(src, lds, dst, ldd, rows, cols);
+}
+
+typedef int (*entry_fn)(const pk_ctx *, const bf16 *, const bf16 *, bf16 *, size_t, size_t, size_t);
+
+// Baseline, as PKB: a transpose kernel A_r -> A_r^T (K/W x M), one host-driven NCCL all-gather
+// of it (the W blocks stack into A^T, K x M), then one GEMM reading A^T transposed.
+static int reference(const pk_problem_call *call) {
+    const pk_ctx *ctx = call->ctx;
+    const int W = ctx->world_size;
+    const int M = (int)call->dims[0], N = (int)call->dims[1], K = (int)call->dims[2];
+    const int Kl = K / W;
+    const bf16 *A_local = static_cast<const bf16 *>(call->args[0]);
+    const bf16 *B = static_cast<const bf16 *>(call->args[1]);
+    bf16 *C = static_cast<bf16 *>(call->args[2]);
+    void *At_local = NULL, *At = NULL;
+    int rc = init(ctx);
+    if (!rc)
+        rc = ref_buffer(ctx, 0, (size_t)Kl * M * sizeof(bf16), &At_local);
+    if (!rc)
+        rc = ref_buffer(ctx, 1, (size_t)K * M * sizeof(bf16), &At);
+    if (rc)
+        return rc;
+    transpose_on(ctx->stream, A_local, Kl, static_cast<bf16 *>(At_local), M, M, Kl);
+    rc = cuda_code(cudaGetLastError());
+    if (!rc)
+        rc = nccl_code(
+            ncclAllGather(At_local, At, (size_t)Kl * M, ncclBfloat16, ctx->comm, ctx->stream));
+    return rc ? rc : gemm_rm(true, false, M, N, K, static_cast<const bf16 *>(At), M, B, N, C, N);
+}
+
+static int invoke(void *fn, const pk_problem_call *c) {
+    if (!fn || c->n_args != 3 || c->n_dims < 3)
+        return -1;
+    return reinterpret_cast<entry_fn>(fn)(c->ctx, static_cast<const bf16 *>(c->args[0]),
+                                          static_cast<const bf16 *>(c->args[1]),
+                                          static_cast<bf16 *>(c->args[2]), (size_t)c->dims[0],
+                                          (size_t)c->dims[1], (size_t)c->dims[2]);
+}
+
+extern "C" const pk_problem_module *pk_problem_module_v1(void) {
+    static const pk_problem_module module = {
+        PK_PROBLEM_ABI_VERSION, reference, invoke, NULL, init, fini, NULL};
+    return &module;
+}
