@@ -283,19 +283,21 @@ static adam_consts make_consts(double lr, double beta1, double beta2, double eps
 // g = flat_grad.div_(world) of the summed gradient, then
 //   m.mul_(beta1).add_(g, alpha=1-beta1); v.mul_(beta2).addcmul_(g, g, value=1-beta2)
 //   p.add_((m / bc1).div((v / bc2).sqrt().add(eps)).mul(-lr))
+// Outputs may alias inputs (each element is read before it is written, by the same thread).
 __global__ void __launch_bounds__(THREADS)
-    adam(bf16 *p, bf16 *m, bf16 *v, const bf16 *grad_sum, size_t n, adam_consts c) {
+    adam(const bf16 *p_in, const bf16 *m_in, const bf16 *v_in, const bf16 *grad_sum, bf16 *p_out,
+         bf16 *m_out, bf16 *v_out, size_t n, adam_consts c) {
     for (size_t i = (size_t)blockIdx.x * THREADS + threadIdx.x; i < n;
          i += (size_t)gridDim.x * THREADS) {
         const float g = r16(f32(grad_sum[i]) * c.inv_world);
-        const float mi = r16(fmaf(c.one_minus_beta1, g, r16(f32(m[i]) * c.beta1)));
-        const float vi = r16(fmaf(c.one_minus_beta2, g * g, r16(f32(v[i]) * c.beta2)));
-        const float m_hat = r16(mi * c.inv_bc1), v_hat = r16(vi * c.inv_bc2);
+        const float m = r16(fmaf(c.one_minus_beta1, g, r16(f32(m_in[i]) * c.beta1)));
+        const float v = r16(fmaf(c.one_minus_beta2, g * g, r16(f32(v_in[i]) * c.beta2)));
+        const float m_hat = r16(m * c.inv_bc1), v_hat = r16(v * c.inv_bc2);
         const float denom = r16(r16(__fsqrt_rn(v_hat)) + c.eps);
         const float step = r16(r16(__fdiv_rn(m_hat, denom)) * c.neg_lr);
-        p[i] = __float2bfloat16_rn(f32(p[i]) + step);
-        m[i] = __float2bfloat16_rn(mi);
-        v[i] = __float2bfloat16_rn(vi);
+        p_out[i] = __float2bfloat16_rn(f32(p_in[i]) + step);
+        m_out[i] = __float2bfloat16_rn(m);
+        v_out[i] = __float2bfloat16_rn(v);
     }
 }
 
@@ -327,7 +329,7 @@ static int reference(const pk_problem_call *call) {
     if ((r = ncclAllReduce(grad, grad, P, ncclBfloat16, ncclSum, ctx->comm, ctx->stream)))
         return 1000 + (int)r;
     adam<<<grid_for(P), THREADS, 0, ctx->stream>>>(
-        p, m, v, grad, P,
+        p, m, v, grad, p, m, v, P,
         make_consts(call->params[0], call->params[1], call->params[2], call->params[3],
                     (int)call->params[4], ctx->world_size));
     return cudaGetLastError() == cudaSuccess ? 0 : 2100;
