@@ -71,9 +71,10 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-// recon = bf16(fp32(e4m3(x / scale)) * scale). |x / scale| <= 448 (the scale comes from a
-// maximum that includes this input's amax), where saturating and PyTorch's non-saturating
-// conversion agree, so the hardware's satfinite conversion gives PyTorch's bits.
+// recon = bf16(fp32(e4m3(x / scale)) * scale). The scale comes from a maximum that includes
+// this input's amax, so |x / scale| <= 448 (448.01 at most, for amax < 1e-30), far below 464,
+// where saturating and PyTorch's non-saturating conversion part: the hardware's satfinite
+// conversion gives PyTorch's bits.
 __global__ void __launch_bounds__(THREADS)
     fp8_round_trip(const uint4 *x, uint4 *recon, size_t vecs) {
     const float scale = g_scale;

@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(THREADS)
         partial[blockIdx.x] = m;
 }
 
-// 16 bf16 values -> 16 e4m3 codes of x / scale (IEEE division; |x / scale| <= 448, where the
-// saturating conversion is PyTorch's).
+// 16 bf16 values -> 16 e4m3 codes of x / scale (IEEE division; |x / scale| < 464, where the
+// saturating conversion is PyTorch's non-saturating one).
 __device__ __forceinline__ uint4 encode16(uint4 a, uint4 b, float scale) {
     uint4 out;
     uint16_t *o = reinterpret_cast<uint16_t *>(&out);
