@@ -1,0 +1,65 @@
+// Subtly wrong: the correct kernel, but the gradient through the normalized loss is split evenly
+// over the ranks, grad_normalized / W, instead of by each rank's share of the tokens,
+// grad_normalized * local / global. Right with PKB's inputs (every rank has M*N tokens), wrong
+// as soon as the ranks' counts differ. Expected: incorrect.
+#include "pk_ctx.h"
+
+#include <cuda/atomic>
+
+__device__ __forceinline__ float bf(float v) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+__device__ __forceinline__ float count_bf16(long long n) { // int64 -> fp32 -> bf16, as PyTorch
+    return bf(__ll2float_rn(n));
+}
+
+struct Slots {
+    __nv_bfloat16 *peer[PK_MAX_RANKS]; // our slot in rank q's scratch
+};
+
+__global__ void __launch_bounds__(32)
+    grad_acc(ncclDevComm comm, const __nv_bfloat16 *loss, const int64_t *local,
+             const int64_t *global, const __nv_bfloat16 *grad_normalized,
+             const __nv_bfloat16 *grad_sum, __nv_bfloat16 *normalized, __nv_bfloat16 *loss_sum,
+             __nv_bfloat16 *grad_loss, Slots slots, const __nv_bfloat16 *mine, int world) {
+    ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), comm, ncclTeamLsa(comm), comm.lsaBarrier,
+                                           0);
+    const float loc = count_bf16(*local);
+    if (threadIdx.x < world) {
+        float l = __bfloat162float(*loss);
+        if (*local == 0) // nan_to_num
+            l = isnan(l) ? 0.0f : isinf(l) ? copysignf(3.3895313892515355e38f, l) : l;
+        *slots.peer[threadIdx.x] = __float2bfloat16_rn(__fmul_rn(l, loc));
+    }
+    bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    if (threadIdx.x == 0) {
+        float s = __bfloat162float(mine[0]);
+        for (int q = 1; q < world; q++)
+            s = __fadd_rn(s, __bfloat162float(mine[q]));
+        const float sum = bf(s), glob = count_bf16(*global);
+        *loss_sum = __float2bfloat16_rn(sum);
+        *normalized = __float2bfloat16_rn(__fdiv_rn(sum, glob));
+        const float g1 = bf(__fmul_rn(__bfloat162float(*grad_normalized), 1.0f / world)); // wrong
+        const float g2 = bf(__fmul_rn(__bfloat162float(*grad_sum), loc));
+        *grad_loss = __float2bfloat16_rn(__fadd_rn(g1, g2));
+    }
+    bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+}
+
+extern "C" int solution(const pk_ctx *ctx, const __nv_bfloat16 *loss, const int64_t *local,
+                        const int64_t *global, const __nv_bfloat16 *grad_normalized,
+                        const __nv_bfloat16 *grad_sum, __nv_bfloat16 *normalized,
+                        __nv_bfloat16 *loss_sum, __nv_bfloat16 *grad_loss) {
+    const int world = ctx->world_size;
+    if (ctx->scratch_size < PK_MAX_RANKS * sizeof(__nv_bfloat16) || ctx->lsa_barrier_count < 1)
+        return 1;
+    __nv_bfloat16 *mine = static_cast<__nv_bfloat16 *>(ctx->scratch); // slot q: rank q's value
+    Slots slots = {};
+    for (int q = 0; q < world; q++)
+        slots.peer[q] = static_cast<__nv_bfloat16 *>(pk_peer(ctx, mine + ctx->rank, q));
+    grad_acc<<<1, 32, 0, ctx->stream>>>(ctx->dev_comm, loss, local, global, grad_normalized,
+                                        grad_sum, normalized, loss_sum, grad_loss, slots, mine,
+                                        world);
+    return cudaGetLastError() == cudaSuccess ? 0 : 3;
+}
