@@ -189,7 +189,7 @@ static int reference(const pk_problem_call *call) {
                                                             send_counts);
     rc = cuda_code(cudaGetLastError());
     // All-to-all of one count per peer.
-    long long one[PK_MAX_RANKS], at[PK_MAX_RANKS];
+    long long one[PK_MAX_RANKS] = {0}, at[PK_MAX_RANKS] = {0};
     for (int p = 0; p < world; p++) {
         one[p] = 1;
         at[p] = p;
@@ -206,7 +206,7 @@ static int reference(const pk_problem_call *call) {
     if (rc)
         return rc;
     const long long *s_cnt = g_host_counts, *r_cnt = g_host_counts + PK_MAX_RANKS;
-    long long s_off[PK_MAX_RANKS], r_off[PK_MAX_RANKS], s_acc = 0, r_acc = 0;
+    long long s_off[PK_MAX_RANKS] = {0}, r_off[PK_MAX_RANKS] = {0}, s_acc = 0, r_acc = 0;
     for (int p = 0; p < world; p++) {
         s_off[p] = s_acc;
         r_off[p] = r_acc;
