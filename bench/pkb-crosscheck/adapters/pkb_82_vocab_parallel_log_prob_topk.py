@@ -1,0 +1,16 @@
+"""pkb/82_vocab_parallel_log_prob_topk = ParallelKernelBench problem 82:
+solution(vocab_parallel_logits (batch, seq, vocab/W), target (batch, seq), tp_group=None,
+top_k=10, top_p=0.9) -> (batch, seq) fp32 log-probs, identical on all ranks.
+The output is checked by problem.cu's check() (admissible kept sets): an element-wise
+comparison with PKB's output can differ where the top-p cut is ambiguous, and -inf entries
+must be compared as equal infinities. With fp64 inputs PKB's cumsum runs in fp64 (no bf16
+rounding), so its decisions are those of exact arithmetic, not a bound on the reference's."""
+PKB_REFERENCE = "82_vocab_parallel_log_prob_topk.py"
+TOP_K, TOP_P = 10, 0.9
+
+
+def run(pkb, inputs, dims, world, rank, fp64=False):
+    b, s, v = dims["batch"], dims["seq"], dims["vocab"]
+    logits = inputs["logits"].view(b, s, v // world)
+    out = pkb.solution(logits, inputs["target"].view(b, s), None, TOP_K, TOP_P)
+    return {"out": out.reshape(-1)}
