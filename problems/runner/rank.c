@@ -2,6 +2,7 @@
  * correctness trials (candidate first, into poisoned outputs), then time both (timing.c). */
 #define _GNU_SOURCE
 #include "pk_runner.h"
+#include "rn_gpu_lock.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -384,7 +385,9 @@ static int run_trials(rank_state *rs, rn_report *rep, rank_step *all) {
     rep->trials_planned = rs->plan.trials;
     for (int trial = 0; trial < rs->plan.trials; trial++) {
         rank_step st = {0};
-        rn_check_trial(rs, trial, rs->plan.trial_slot[trial], &st);
+        if (rn_gpu_phase_begin(rs, RN_LOCK_SHARED, &st) == 0)
+            rn_check_trial(rs, trial, rs->plan.trial_slot[trial], &st);
+        rn_gpu_phase_end(rs);
         if (phase_failed(rs, &st, rep, all))
             return 0;
         record_trial(rs, all, rep);
@@ -398,7 +401,9 @@ static int run_trials(rank_state *rs, rn_report *rep, rank_step *all) {
 static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     double t0 = pk_now_ms();
     rank_step st = {0};
-    rn_time_both(rs, rep, &st);
+    if (rn_gpu_phase_begin(rs, RN_LOCK_EXCLUSIVE, &st) == 0)
+        rn_time_both(rs, rep, &st);
+    rn_gpu_phase_end(rs);
     double t_guard = pk_now_ms();
     if (!st.failed)
         rn_check_guards(rs, &st);
@@ -420,7 +425,9 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
         return;
     memset(&st, 0, sizeof st);
     double t_post = pk_now_ms();
-    rn_check_trial(rs, KEY_POST_TIMING, rs->plan.trial_slot[rs->plan.trials], &st);
+    if (rn_gpu_phase_begin(rs, RN_LOCK_SHARED, &st) == 0)
+        rn_check_trial(rs, KEY_POST_TIMING, rs->plan.trial_slot[rs->plan.trials], &st);
+    rn_gpu_phase_end(rs);
     if (phase_failed(rs, &st, rep, all))
         return;
     rep->verify_ms += pk_now_ms() - t_post; /* rank 0's; every rank waited for the slowest */
@@ -491,15 +498,25 @@ int rn_rank_main(rn_opts *o, rn_group *g) {
     if (!rs.p->device_gpu)
         rs.ctx.mpi_comm = rn_group_mpi_comm(g);
     run_rank(&rs, &rep);
-    double t_down = pk_now_ms();
-    teardown(&rs);
-    rep.teardown_ms = pk_now_ms() - t_down;
-    rn_progress(o->progress_dir, g->rank, "done", -1);
+    if (!o->teardown && rs.fini_fn) { /* the candidate's fini runs either way, before the result */
+        rs.fini_fn(&rs.ctx);
+        rs.fini_fn = NULL;
+    }
+    if (o->teardown) { /* measured: freed before the result is written */
+        double t_down = pk_now_ms();
+        teardown(&rs);
+        rep.teardown_ms = pk_now_ms() - t_down;
+    }
+    rep.lock_wait_ms = rn_gpu_lock_wait_ms();
     int rc = 0;
     if (g->rank == 0 && !rep.aborted && rn_report_write(o->out, &rep)) {
         fprintf(stderr, "pk-runner: cannot write %s\n", o->out);
         rc = 3;
     }
+    /* Fast exit (default): the process exits with the result written and everything still
+     * allocated; the driver frees device memory, communicators and windows at exit, and the
+     * sandbox reaps every process before the harness reads the result. */
+    rn_progress(o->progress_dir, g->rank, "done", -1);
     pk_problem_free(rs.p);
     return rc;
 }

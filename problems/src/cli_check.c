@@ -12,7 +12,8 @@ static void usage(FILE *f) {
             "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
             "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
-            "                   [--baseline-us US] [--no-warm] [--dump DIR]\n\n"
+            "                   [--baseline-us US] [--no-warm] [--dump DIR]\n"
+            "                   [--lock-dir DIR | --no-locks]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
@@ -22,6 +23,10 @@ static void usage(FILE *f) {
             "communicators, then wait for the compiled object); --no-warm starts it after.\n"
             "--dump DIR writes every trial's inputs and reference outputs, per rank, as raw\n"
             "little-endian arrays with DIR/manifest.json (for bench/pkb-crosscheck).\n"
+            "Timing holds the job's GPUs exclusively against every other job of the machine\n"
+            "(per-GPU locks in --lock-dir, default $PKGYM_LOCK_DIR or /tmp/pkgym-locks-<uid>;\n"
+            "trials hold them shared); --no-locks takes none. A host problem takes the locks\n"
+            "of the --gpus it is given (none by default).\n"
             "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
             "failed, 2 on bad usage.\n");
 }
@@ -98,6 +103,10 @@ int pk_cmd_check(int argc, char **argv) {
             o.keep_workdir = 1;
         } else if (!strcmp(a, "--no-warm")) {
             o.no_warm = 1;
+        } else if (!strcmp(a, "--no-locks")) {
+            o.no_locks = 1;
+        } else if (!strcmp(a, "--lock-dir") && v) {
+            o.lock_dir = argv[++i];
         } else if (!strcmp(a, "--problem") && v) {
             id = argv[++i];
         } else if (!strcmp(a, "--trials") && v) {

@@ -1,0 +1,59 @@
+/* The runner's phases that hold the GPU locks (rn_gpu_lock.h): rank 0 takes the job's locks,
+ * the other ranks wait for it in a rank broadcast, and the locks go back only after every
+ * rank has finished the phase's GPU work (a rank barrier). */
+#include <stdio.h>
+
+#include "pk_runner.h"
+#include "rn_gpu_lock.h"
+
+/* The runner's phases. One job per process: the state is static. */
+static rn_gpu_locks g_locks;
+static int g_opened; /* 1 opened, -1 failed (err in g_err) */
+static char g_err[300];
+
+static int locking(const rank_state *rs) {
+    return rs->o->lock_dir && rs->o->n_lock_ids > 0;
+}
+
+int rn_gpu_phase_begin(rank_state *rs, int mode, rank_step *st) {
+    if (!locking(rs))
+        return 0;
+    struct {
+        int ok;
+        char err[200];
+    } out = {1, ""};
+    if (rs->g->rank == 0) {
+        if (!g_opened) {
+            char marker[600];
+            snprintf(marker, sizeof marker, "%s/locks",
+                     rs->o->progress_dir ? rs->o->progress_dir : ".");
+            g_opened =
+                rn_gpu_locks_open(&g_locks, rs->o->lock_dir, rs->o->lock_ids, rs->o->n_lock_ids,
+                                  rs->o->progress_dir ? marker : NULL, g_err, sizeof g_err) == 0
+                    ? 1
+                    : -1;
+        }
+        if (g_opened < 0 || rn_gpu_locks_acquire(&g_locks, mode, g_err, sizeof g_err) != 0) {
+            out.ok = 0;
+            snprintf(out.err, sizeof out.err, "%.199s", g_err);
+        }
+    }
+    /* Everyone waits here until rank 0 holds the locks (or failed to take them). */
+    if (rn_group_broadcast(rs->g, &out, sizeof out, 0))
+        return rn_fail(st, "rank broadcast failed");
+    if (!out.ok)
+        return rn_fail(st, "%s", out.err);
+    return 0;
+}
+
+void rn_gpu_phase_end(rank_state *rs) {
+    if (!locking(rs))
+        return;
+    rs->g->barrier(rs->g); /* every rank's GPU work of the phase is done */
+    if (rs->g->rank == 0)
+        rn_gpu_locks_release(&g_locks);
+}
+
+double rn_gpu_lock_wait_ms(void) {
+    return g_locks.wait_ms;
+}
