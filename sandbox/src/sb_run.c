@@ -253,10 +253,13 @@ static void feed_stdin(sb_job *j) {
 
 static void supervise(sb_job *j, double start) {
     const pk_sandbox_opts *o = j->opts;
-    double deadline = start + j->wall_ms;
+    const double wall_deadline = start + j->wall_ms;
     int out_open = 1, err_open = 1, st_open = 1, exited = 0;
     while (!exited) {
         double now = pk_now_ms();
+        /* The caller's deadline is read afresh every time: it may move later again (a phase
+         * budget that ended), never past the wall limit. */
+        double deadline = wall_deadline;
         if (o->deadline_ms) {
             double d = pk_deadline_load(o->deadline_ms);
             if (d > 0 && d < deadline)
