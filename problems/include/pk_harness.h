@@ -166,6 +166,13 @@ typedef struct pk_eval_opts {
 
 void pk_eval_opts_default(pk_eval_opts *o);
 
+/* Device memory one job of p at world_size needs on each of its GPUs, MiB: the runner's
+ * arena, reference, pristine and snapshot buffers and flush buffer from the problem's sizes,
+ * plus PK_JOB_GPU_OVERHEAD_MB for the process's CUDA context and NCCL communicator. 0 for host
+ * problems. For schedulers that put several jobs on one GPU. */
+#define PK_JOB_GPU_OVERHEAD_MB 1536
+long pk_job_device_mb(const pk_problem *p, int world_size);
+
 /* The machine-wide lock directory: $PKGYM_LOCK_DIR, else /tmp/pkgym-locks-<uid>. */
 void pk_gpu_lock_dir_default(char *out, size_t cap);
 /* Makes dir (0700, refused when it is a link or not the caller's) and the lock files of GPUs
