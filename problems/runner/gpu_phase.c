@@ -11,12 +11,15 @@ static rn_gpu_locks g_locks;
 static int g_opened; /* 1 opened, -1 failed (err in g_err) */
 static char g_err[300];
 
+static int g_active; /* every rank: the phase begun last takes the locks */
+
 static int locking(const rank_state *rs) {
     return rs->o->lock_dir && rs->o->n_lock_ids > 0;
 }
 
 int rn_gpu_phase_begin(rank_state *rs, int mode, rank_step *st) {
-    if (!locking(rs))
+    g_active = locking(rs) && mode != RN_LOCK_NONE;
+    if (!g_active)
         return 0;
     struct {
         int ok;
@@ -47,8 +50,9 @@ int rn_gpu_phase_begin(rank_state *rs, int mode, rank_step *st) {
 }
 
 void rn_gpu_phase_end(rank_state *rs) {
-    if (!locking(rs))
+    if (!g_active)
         return;
+    g_active = 0;
     rs->g->barrier(rs->g); /* every rank's GPU work of the phase is done */
     if (rs->g->rank == 0)
         rn_gpu_locks_release(&g_locks);

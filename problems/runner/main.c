@@ -16,7 +16,7 @@ static void usage(void) {
             "usage: pk-runner --problem-dir DIR --suite S --name N --module SO\n"
             "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
-            "  [--skip-reference-timing] [--wait-go] [--teardown]\n"
+            "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup]\n"
             "  [--lock-dir DIR --lock-ids 0,1]\n");
 }
 
@@ -53,6 +53,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->wait_go = 1;
         } else if (!strcmp(a, "--teardown")) {
             o->teardown = 1;
+        } else if (!strcmp(a, "--lock-setup")) {
+            o->lock_setup = 1;
         } else if (!strcmp(a, "--lock-ids") && v) {
             o->n_lock_ids = rn_gpu_lock_ids_parse(argv[++i], o->lock_ids, 16);
             if (o->n_lock_ids < 0)

@@ -40,6 +40,7 @@ typedef struct rn_opts {
     const char *lock_dir;
     int lock_ids[16], n_lock_ids;
     int teardown; /* free CUDA/NCCL resources before exit (default: exit right after the result) */
+    int lock_setup; /* the arena's and buffers' setup holds the GPU locks shared */
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
@@ -281,8 +282,8 @@ int rn_read_seed(rn_opts *o);
 int rn_dump_trial(rank_state *rs, int trial, rank_step *st);
 
 /* gpu_lock.c: rank 0 takes the job's GPU locks in mode (RN_LOCK_SHARED, RN_LOCK_EXCLUSIVE),
- * every rank waits for it; 0: the phase may run, else st says why not. Without a lock dir both
- * return at once. End: a rank barrier, then rank 0 lets the locks go. */
+ * every rank waits for it; 0: the phase may run, else st says why not. Without a lock dir, or
+ * with RN_LOCK_NONE, both return at once. End: a rank barrier, then rank 0 lets the locks go. */
 int rn_gpu_phase_begin(rank_state *rs, int mode, rank_step *st);
 void rn_gpu_phase_end(rank_state *rs);
 double rn_gpu_lock_wait_ms(void); /* rank 0: time spent waiting for the locks */

@@ -350,10 +350,14 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
     st->init_ms = pk_now_ms() - *t0;
     double t_arena = pk_now_ms();
     int ready = 0;
-    if (init_rc)
+    if (init_rc) {
         rn_fail(st, "device setup failed: %s", rs->b.error);
-    else
-        ready = !load_module(rs, st) && !setup_buffers(rs, st);
+    } else if (!load_module(rs, st)) {
+        /* --lock-setup (measurements): the arena's and buffers' GPU work holds them shared. */
+        int lock = rs->o->lock_setup ? RN_LOCK_SHARED : RN_LOCK_NONE;
+        ready = rn_gpu_phase_begin(rs, lock, st) == 0 && !setup_buffers(rs, st);
+        rn_gpu_phase_end(rs);
+    }
     st->arena_ms = pk_now_ms() - t_arena;
     if (rs->o->wait_go) { /* warm: everything above overlaps the compile */
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "warm", -1);

@@ -26,14 +26,16 @@ long pk_job_device_mb(const pk_problem *p, int world_size) {
         return p->device_gpu ? PK_JOB_GPU_OVERHEAD_MB : 0;
     unsigned long long args = 0, set = 0;
     for (int i = 0; i < p->n_args; i++) {
-        unsigned long long bytes = (unsigned long long)sz.counts[i] * pk_dtype_size(p->args[i].dtype);
+        unsigned long long bytes =
+            (unsigned long long)sz.counts[i] * pk_dtype_size(p->args[i].dtype);
         args += bytes;
         set = align_up(set + GUARD_BYTES) + bytes + GUARD_BYTES;
     }
     set = align_up(set);
     unsigned long long copies = MIN_COPIES;
     if (set > 0) {
-        unsigned long long need = (unsigned long long)(p->l2_multiple * (double)L2_ASSUMED) / set + 1;
+        unsigned long long need =
+            (unsigned long long)(p->l2_multiple * (double)L2_ASSUMED) / set + 1;
         copies = need < MIN_COPIES ? MIN_COPIES : need > MAX_COPIES ? MAX_COPIES : need;
     }
     unsigned long long scratch = p->scratch_bytes > 0 ? (unsigned long long)p->scratch_bytes : 0;

@@ -127,6 +127,10 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     const char *teardown = getenv("PKGYM_RUNNER_TEARDOWN");
     if (teardown && !strcmp(teardown, "1"))
         l->argv[n++] = "--teardown";
+    /* Measurements only: the arena's setup holds the GPU locks shared too. */
+    const char *lock_setup = getenv("PKGYM_LOCK_SETUP");
+    if (lock_setup && !strcmp(lock_setup, "1"))
+        l->argv[n++] = "--lock-setup";
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
      * NCCL_SOCKET_IFNAME=lo, NCCL_NVLS_ENABLE=0, Open MPI as root without CMA) plus ours. */

@@ -51,6 +51,10 @@ void pk_roofline_judge(const pk_roofline *rl, const char *hw_name, pk_eval_resul
 int pk_harness_spawn(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_result *res,
                      pk_error *err);
 void pk_harness_spawn_free(pk_sandbox_result *res);
+/* nvcc runs this much nicer than the runs (pk_sandbox_opts.nice), so that the ranks' start-up
+ * and timing get the CPU first while compiles fill the rest: PKGYM_COMPILE_NICE, default 5. */
+#define PK_COMPILE_NICE 5
+int pk_harness_compile_nice(void);
 
 /* Paths the harness needs: problem root, module dir, runner binary, candidate include dir. */
 typedef struct pk_harness_paths {

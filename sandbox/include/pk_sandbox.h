@@ -52,6 +52,7 @@ typedef struct pk_sandbox_opts {
      * earlier or later (never past wall_ms); 0 again means none. Read with pk_deadline_load;
      * writers use pk_deadline_store (another thread may be reading). */
     const double *deadline_ms;
+    int nice; /* > 0: the command runs this much nicer than the caller (lower CPU priority) */
 } pk_sandbox_opts;
 
 typedef struct pk_sandbox_result {

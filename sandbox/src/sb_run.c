@@ -147,6 +147,7 @@ static void fill_child_args(sb_job *j, sb_child_args *a, const struct sock_fprog
     a->nofile = (struct rlimit){(rlim_t)j->nofile, (rlim_t)j->nofile};
     a->nproc = (struct rlimit){(rlim_t)j->pids, (rlim_t)j->pids};
     a->set_as = use_as;
+    a->nice = o->nice > 0 ? (o->nice > 19 ? 19 : o->nice) : 0;
     rlim_t as = (rlim_t)o->mem_mb * 1024 * 1024;
     a->as = (struct rlimit){as, as};
 }

@@ -9,7 +9,9 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,6 +100,23 @@ static void deadline_moves_both_ways(void **state) {
     r = run_sh(&o, "sleep 5");
     assert_int_equal(r.status, PK_SB_TIMEOUT);
     assert_true(r.wall_ms < 3000);
+    pk_sandbox_result_free(&r);
+}
+
+/* pk_sandbox_opts.nice: the command (and what it starts) runs nicer than the caller. */
+static void nice_lowers_priority(void **state) {
+    (void)state;
+    errno = 0;
+    int mine = getpriority(PRIO_PROCESS, 0);
+    pk_sandbox_opts o = {0};
+    o.nice = 7;
+    pk_sandbox_result r = run_sh(&o, "nice");
+    assert_int_equal(r.status, PK_SB_OK);
+    assert_int_equal(atoi(r.out), mine + 7 > 19 ? 19 : mine + 7);
+    pk_sandbox_result_free(&r);
+    o.nice = 0;
+    r = run_sh(&o, "nice");
+    assert_int_equal(atoi(r.out), mine);
     pk_sandbox_result_free(&r);
 }
 
@@ -249,6 +268,7 @@ int main(void) {
         cmocka_unit_test(stdin_is_fed),
         cmocka_unit_test(output_is_capped_not_fatal),
         cmocka_unit_test(deadline_moves_both_ways),
+        cmocka_unit_test(nice_lowers_priority),
         cmocka_unit_test(environment_default_and_forced),
         cmocka_unit_test(caller_fds_are_not_inherited),
         cmocka_unit_test(missing_paths_are_setup_errors),
