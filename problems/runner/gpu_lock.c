@@ -30,12 +30,14 @@ const char *rn_gpu_lock_state_name(int mode, int waiting) {
 
 /* Written to a temporary name and renamed, so the harness never reads half a line. The work
  * dir is the candidate's too: never follow a link it may have left. */
-static void write_marker(rn_gpu_locks *l, int mode, int waiting) {
+static void write_marker(rn_gpu_locks *l, int mode, int waiting, double since) {
     if (!l->marker[0])
         return;
-    char tmp[600], line[64];
+    char tmp[600], line[128];
     snprintf(tmp, sizeof tmp, "%s.tmp", l->marker);
-    int n = snprintf(line, sizeof line, "%u %s\n", ++l->seq, rn_gpu_lock_state_name(mode, waiting));
+    int n =
+        snprintf(line, sizeof line, "%u %s %.3f %.3f %.3f\n", ++l->seq,
+                 rn_gpu_lock_state_name(mode, waiting), since, l->longest_shared_ms, l->wait_ms);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return;
@@ -115,8 +117,8 @@ static int lock_fd(int fd, int op) {
 int rn_gpu_locks_acquire(rn_gpu_locks *l, int mode, char *err, int cap) {
     if (l->held)
         rn_gpu_locks_release(l);
-    write_marker(l, mode, 1);
     double t0 = mono_ms();
+    write_marker(l, mode, 1, t0);
     for (int i = 0; i < l->n; i++) {
         /* Writer: turnstile, lock, let the turnstile go (new readers queue behind it while
          * it waits). Reader: through the turnstile, then the lock shared. */
@@ -133,13 +135,14 @@ int rn_gpu_locks_acquire(rn_gpu_locks *l, int mode, char *err, int cap) {
                      strerror(errno));
             for (int k = i - 1; k >= 0; k--)
                 lock_fd(l->lock_fd[k], LOCK_UN);
-            write_marker(l, RN_LOCK_NONE, 0);
+            write_marker(l, RN_LOCK_NONE, 0, mono_ms());
             return -1;
         }
     }
-    l->wait_ms += mono_ms() - t0;
+    l->held_since = mono_ms();
+    l->wait_ms += l->held_since - t0;
     l->held = mode;
-    write_marker(l, mode, 0);
+    write_marker(l, mode, 0, l->held_since);
     return 0;
 }
 
@@ -148,8 +151,11 @@ void rn_gpu_locks_release(rn_gpu_locks *l) {
         return;
     for (int i = l->n - 1; i >= 0; i--)
         lock_fd(l->lock_fd[i], LOCK_UN);
+    double now = mono_ms();
+    if (l->held == RN_LOCK_SHARED && now - l->held_since > l->longest_shared_ms)
+        l->longest_shared_ms = now - l->held_since;
     l->held = RN_LOCK_NONE;
-    write_marker(l, RN_LOCK_NONE, 0);
+    write_marker(l, RN_LOCK_NONE, 0, now);
 }
 
 void rn_gpu_locks_close(rn_gpu_locks *l) {

@@ -12,8 +12,10 @@
  * before lock (order T0 < L0 < T1 < L1 ...), by one process per job (rank 0); nobody waits
  * for a lower-ordered file while holding a higher one, so no cycle of waits can form.
  *
- * The holder writes a marker (`<seq> <state>`, state one of none, wait-shared, shared,
- * wait-exclusive, exclusive) that the harness polls to bound how long a phase may hold the
+ * The holder writes a marker, `<seq> <state> <since_ms> <longest_shared_ms> <waited_ms>`
+ * (state one of none, wait-shared, shared, wait-exclusive, exclusive; since_ms on the
+ * CLOCK_MONOTONIC clock, which the sandbox shares with the harness; the longest shared hold
+ * and the total wait so far), that the harness polls to bound how long a phase may hold the
  * locks and to not count lock waits against the run limit (problems/src/job_watch.c). */
 #ifndef RN_GPU_LOCK_H
 #define RN_GPU_LOCK_H
@@ -33,7 +35,9 @@ typedef struct rn_gpu_locks {
     int held;         /* enum rn_lock_mode */
     char marker[512]; /* "" : no marker */
     unsigned seq;
-    double wait_ms; /* total time spent waiting for the locks */
+    double wait_ms;           /* total time spent waiting for the locks */
+    double held_since;        /* when the current hold began (CLOCK_MONOTONIC ms) */
+    double longest_shared_ms; /* the longest shared hold so far */
 } rn_gpu_locks;
 
 /* Opens (creating if needed) the files of GPUs ids[0..n) in dir; ids are sorted and deduped.

@@ -23,34 +23,47 @@ void pk_phase_track_init(pk_phase_track *t, const pk_problem *p, int run_limit_m
     t->exclusive_calls = 2 * (WARM_CHUNK + (iters * 5 + 3) / 4) + MAX_VERIFIED_PER_SIDE;
 }
 
-int pk_lock_marker_parse(const char *text, unsigned *seq, int *state) {
+int pk_lock_marker_parse(const char *text, pk_lock_marker *m) {
     static const char *names[] = {"none", "wait-shared", "shared", "wait-exclusive", "exclusive"};
     char word[32];
-    if (!text || sscanf(text, "%u %31s", seq, word) != 2)
+    memset(m, 0, sizeof *m);
+    int n = text ? sscanf(text, "%u %31s %lf %lf %lf", &m->seq, word, &m->since_ms,
+                          &m->longest_shared_ms, &m->waited_ms)
+                 : 0;
+    if (n != 2 && n != 5)
         return -1;
+    m->full = n == 5 && m->since_ms >= 0 && m->longest_shared_ms >= 0 && m->waited_ms >= 0;
     for (int i = 0; i < 5; i++)
         if (!strcmp(word, names[i])) {
-            *state = i;
+            m->state = i;
             return 0;
         }
     return -1;
 }
 
-void pk_phase_track_observe(pk_phase_track *t, unsigned seq, int state, double now) {
-    if (t->last_tick > 0 &&
-        (t->state == PK_LOCK_STATE_WAIT_SHARED || t->state == PK_LOCK_STATE_WAIT_EXCLUSIVE))
-        t->waited_ms += now - t->last_tick;
-    t->last_tick = now;
-    if (seq == t->seq && state == t->state)
-        return;
-    /* A phase ended: the longest shared phase scales the next budgets. Phases shorter than a
-     * tick are never seen, which only leaves the floors in charge. */
-    if (t->state == PK_LOCK_STATE_SHARED && t->phase_start > 0)
-        if (now - t->phase_start > t->longest_shared_ms)
+static int waiting(int state) {
+    return state == PK_LOCK_STATE_WAIT_SHARED || state == PK_LOCK_STATE_WAIT_EXCLUSIVE;
+}
+
+void pk_phase_track_observe(pk_phase_track *t, const pk_lock_marker *m, double now) {
+    if (m->seq != t->seq || m->state != t->state) {
+        /* A phase ended: the longest shared phase scales the next budgets. */
+        if (t->state == PK_LOCK_STATE_SHARED && t->phase_start > 0 &&
+            now - t->phase_start > t->longest_shared_ms && !m->full)
             t->longest_shared_ms = now - t->phase_start;
-    t->seq = seq;
-    t->state = state;
-    t->phase_start = now;
+        if (waiting(t->state) && t->phase_start > 0 && !m->full)
+            t->waited_before += now - t->phase_start;
+        t->seq = m->seq;
+        t->state = m->state;
+        /* The runner's clock when it has one (never ahead of ours), else when we saw it. */
+        t->phase_start = m->full && m->since_ms > 0 && m->since_ms <= now ? m->since_ms : now;
+    }
+    if (m->full && m->longest_shared_ms > t->longest_shared_ms)
+        t->longest_shared_ms = m->longest_shared_ms;
+    double current = waiting(t->state) ? now - t->phase_start : 0;
+    double before = m->full ? m->waited_ms : t->waited_before;
+    t->waited_ms = before + current;
+    t->last_tick = now;
 }
 
 static int floor_ms(const pk_phase_track *t) {
@@ -105,18 +118,15 @@ static void store(pk_run_watch *w) {
 static void poll_marker(pk_run_watch *w) {
     char *text = NULL;
     size_t n = 0;
-    unsigned seq = 0;
-    int state = 0;
+    pk_lock_marker m;
     double now = pk_now_ms();
-    /* Untrusted: the work dir is the candidate's too (no links, no FIFOs, 64 bytes). */
-    int have = pk_read_file_untrusted(w->marker, 64, &text, &n, NULL) == PK_OK &&
-               pk_lock_marker_parse(text, &seq, &state) == 0;
+    /* Untrusted: the work dir is the candidate's too (no links, no FIFOs, 128 bytes). */
+    int have = pk_read_file_untrusted(w->marker, 128, &text, &n, NULL) == PK_OK &&
+               pk_lock_marker_parse(text, &m) == 0;
     free(text);
     pthread_mutex_lock(&w->mu);
     if (have)
-        pk_phase_track_observe(&w->track, seq, state, now);
-    else /* no marker yet: time still passes (waits are only credited when seen) */
-        pk_phase_track_observe(&w->track, w->track.seq, w->track.state, now);
+        pk_phase_track_observe(&w->track, &m, now);
     store(w);
     pthread_mutex_unlock(&w->mu);
 }

@@ -5,9 +5,11 @@
  * limit; time spent waiting for other jobs' locks does not count against the run limit (up to
  * one more run limit). It only ever moves the sandbox's deadline (pk_sandbox_opts.deadline_ms).
  *
- * The marker is in the job's work dir, which the candidate can write: a forged marker can
- * shorten its own run or lengthen it by at most one run limit (the sandbox's wall limit is
- * fixed), never touch another job. */
+ * The marker (problems/runner/rn_gpu_lock.h) carries the runner's own clock: when the state
+ * began, the longest shared hold and the total wait so far, so phases shorter than a poll are
+ * measured too. It is in the job's work dir, which the candidate can write: a forged marker
+ * can shorten its own run or lengthen it by at most one run limit (the sandbox's wall limit
+ * is fixed), never touch another job. */
 #ifndef PK_JOB_WATCH_H
 #define PK_JOB_WATCH_H
 
@@ -37,6 +39,14 @@ enum pk_watch_bound {
     PK_BOUND_ABORT,     /* a warm run being aborted */
 };
 
+/* One reading of the marker. full: it had the times (else only seq and state). */
+typedef struct pk_lock_marker {
+    unsigned seq;
+    int state; /* enum pk_lock_state */
+    double since_ms, longest_shared_ms, waited_ms;
+    int full;
+} pk_lock_marker;
+
 /* What the watcher has seen of one run; pure, driven by observations and a clock. */
 typedef struct pk_phase_track {
     int run_limit_ms;
@@ -47,13 +57,14 @@ typedef struct pk_phase_track {
     double phase_start;  /* when the current state was first seen */
     double last_tick;    /* the previous observation */
     double longest_shared_ms;
-    double waited_ms; /* in wait-* states */
+    double waited_ms;     /* in wait-* states, up to now */
+    double waited_before; /* observed waits of earlier states (markers without times) */
 } pk_phase_track;
 
 void pk_phase_track_init(pk_phase_track *t, const pk_problem *p, int run_limit_ms);
-/* "<seq> <state>\n" -> seq, state; -1 when it is not a marker. */
-int pk_lock_marker_parse(const char *text, unsigned *seq, int *state);
-void pk_phase_track_observe(pk_phase_track *t, unsigned seq, int state, double now);
+/* "<seq> <state> [<since_ms> <longest_shared_ms> <waited_ms>]\n"; -1 when not a marker. */
+int pk_lock_marker_parse(const char *text, pk_lock_marker *m);
+void pk_phase_track_observe(pk_phase_track *t, const pk_lock_marker *m, double now);
 /* Budget of a shared or exclusive phase (ms), given what was seen so far. */
 int pk_phase_budget_ms(const pk_phase_track *t, int exclusive);
 /* The deadline to enforce (pk_now_ms clock; 0: none) and which bound sets it. base_start > 0:

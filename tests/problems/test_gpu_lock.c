@@ -260,10 +260,13 @@ static void test_dead_holder_releases(void **state) {
     assert_int_equal(reap(w, 2000), 0);
 }
 
+static double m_since, m_longest, m_waited;
+
 static void read_marker(const char *path, unsigned *seq, char *state) {
     FILE *f = fopen(path, "r");
     assert_non_null(f);
-    assert_int_equal(fscanf(f, "%u %31s", seq, state), 2);
+    assert_int_equal(fscanf(f, "%u %31s %lf %lf %lf", seq, state, &m_since, &m_longest, &m_waited),
+                     5);
     fclose(f);
 }
 
@@ -298,6 +301,10 @@ static void test_marker_states(void **state) {
     assert_int_equal(reap(w, 5000), 0);
     read_marker(marker, &seq, st);
     assert_string_equal(st, "none");
+    /* The runner's own figures: it waited ~200 ms, then held it shared for 600 ms. */
+    assert_true(m_waited > 100 && m_waited < 1000);
+    assert_true(m_longest >= 590 && m_longest < 2000);
+    assert_true(m_since > 0 && m_since <= now_ms());
     rn_gpu_locks_close(&l);
 }
 

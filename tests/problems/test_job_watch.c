@@ -17,6 +17,13 @@
 #include "pk_common.h"
 #include "pk_job_watch.h"
 
+/* A marker without times (seq and state only: what the watcher sees itself). */
+static const pk_lock_marker *seen(unsigned seq, int state) {
+    static pk_lock_marker m;
+    m = (pk_lock_marker){.seq = seq, .state = state};
+    return &m;
+}
+
 static pk_problem problem(int warmup_ms, int iters) {
     pk_problem p;
     memset(&p, 0, sizeof p);
@@ -27,19 +34,73 @@ static pk_problem problem(int warmup_ms, int iters) {
 }
 
 static void test_marker_parse(void **state) {
-    unsigned seq;
-    int st;
-    assert_int_equal(pk_lock_marker_parse("7 exclusive\n", &seq, &st), 0);
-    assert_int_equal(seq, 7);
-    assert_int_equal(st, PK_LOCK_STATE_EXCLUSIVE);
-    assert_int_equal(pk_lock_marker_parse("8 wait-shared", &seq, &st), 0);
-    assert_int_equal(st, PK_LOCK_STATE_WAIT_SHARED);
-    assert_int_equal(pk_lock_marker_parse("9 none\n", &seq, &st), 0);
-    assert_int_equal(st, PK_LOCK_STATE_NONE);
-    assert_int_equal(pk_lock_marker_parse("", &seq, &st), -1);
-    assert_int_equal(pk_lock_marker_parse("x shared", &seq, &st), -1);
-    assert_int_equal(pk_lock_marker_parse("3 sharedish", &seq, &st), -1);
-    assert_int_equal(pk_lock_marker_parse(NULL, &seq, &st), -1);
+    pk_lock_marker m;
+    assert_int_equal(pk_lock_marker_parse("7 exclusive\n", &m), 0);
+    assert_int_equal(m.seq, 7);
+    assert_int_equal(m.state, PK_LOCK_STATE_EXCLUSIVE);
+    assert_int_equal(m.full, 0);
+    assert_int_equal(pk_lock_marker_parse("8 wait-shared 1234.5 20.25 7.5\n", &m), 0);
+    assert_int_equal(m.state, PK_LOCK_STATE_WAIT_SHARED);
+    assert_int_equal(m.full, 1);
+    assert_true(m.since_ms == 1234.5 && m.longest_shared_ms == 20.25 && m.waited_ms == 7.5);
+    assert_int_equal(pk_lock_marker_parse("9 none\n", &m), 0);
+    assert_int_equal(m.state, PK_LOCK_STATE_NONE);
+    assert_int_equal(pk_lock_marker_parse("9 none 1 2\n", &m), -1);
+    assert_int_equal(pk_lock_marker_parse("", &m), -1);
+    assert_int_equal(pk_lock_marker_parse("x shared", &m), -1);
+    assert_int_equal(pk_lock_marker_parse("3 sharedish", &m), -1);
+    assert_int_equal(pk_lock_marker_parse(NULL, &m), -1);
+}
+
+/* Markers with the runner's times: phases shorter than a poll count exactly, the phase starts
+ * when the runner says (never later than now), the runner's wait total is the credit. */
+static void test_runner_times(void **state) {
+    pk_problem p = problem(300, 100);
+    pk_phase_track t;
+    pk_phase_track_init(&t, &p, 60000);
+    pk_lock_marker m = {.seq = 5,
+                        .state = PK_LOCK_STATE_NONE,
+                        .since_ms = 990,
+                        .longest_shared_ms = 5,
+                        .waited_ms = 40,
+                        .full = 1};
+    pk_phase_track_observe(&t, &m, 1000);
+    assert_true(t.longest_shared_ms == 5);
+    assert_true(t.waited_ms == 40);
+    int calls = 2 * (16 + 125) + 192;
+    assert_int_equal(pk_phase_budget_ms(&t, 1), 10000); /* 3 x (600 + calls x 5) < 10 s */
+    m = (pk_lock_marker){.seq = 6,
+                         .state = PK_LOCK_STATE_WAIT_EXCLUSIVE,
+                         .since_ms = 1005,
+                         .longest_shared_ms = 9,
+                         .waited_ms = 40,
+                         .full = 1};
+    pk_phase_track_observe(&t, &m, 1020);
+    assert_true(t.phase_start == 1005);
+    assert_true(t.waited_ms == 55); /* 40 before, 15 in this wait */
+    m = (pk_lock_marker){.seq = 7,
+                         .state = PK_LOCK_STATE_EXCLUSIVE,
+                         .since_ms = 1500,
+                         .longest_shared_ms = 9,
+                         .waited_ms = 535,
+                         .full = 1};
+    pk_phase_track_observe(&t, &m, 1400); /* a clock ahead of ours is not believed */
+    assert_true(t.phase_start == 1400);
+    assert_true(t.waited_ms == 535);
+    int bound;
+    double d = pk_phase_track_deadline(&t, 500, &bound);
+    assert_int_equal(bound, PK_BOUND_EXCLUSIVE);
+    assert_true(d == 1400 + (int)(3 * (600 + calls * 9.0))); /* 9 ms trials: above the floor */
+    /* A slow but honest candidate (120 ms trials): timing gets 3 x its own pace. */
+    m = (pk_lock_marker){.seq = 8,
+                         .state = PK_LOCK_STATE_NONE,
+                         .since_ms = 1600,
+                         .longest_shared_ms = 120,
+                         .waited_ms = 535,
+                         .full = 1};
+    pk_phase_track_observe(&t, &m, 1600);
+    assert_int_equal(pk_phase_budget_ms(&t, 1), 60000); /* capped at the run limit */
+    assert_int_equal(pk_phase_budget_ms(&t, 0), 10000);
 }
 
 static void test_budgets(void **state) {
@@ -55,16 +116,16 @@ static void test_budgets(void **state) {
     assert_int_equal(pk_phase_budget_ms(&short_limit, 0), 2000);
     /* A 3 s trial: later trials may take 4x, timing 3 x (2 x 300 + calls x 3000), capped at
      * the run limit. */
-    pk_phase_track_observe(&t, 1, PK_LOCK_STATE_SHARED, 1000);
-    pk_phase_track_observe(&t, 2, PK_LOCK_STATE_NONE, 4000);
+    pk_phase_track_observe(&t, seen(1, PK_LOCK_STATE_SHARED), 1000);
+    pk_phase_track_observe(&t, seen(2, PK_LOCK_STATE_NONE), 4000);
     assert_true(t.longest_shared_ms == 3000);
     assert_int_equal(pk_phase_budget_ms(&t, 0), 12000);
     assert_int_equal(pk_phase_budget_ms(&t, 1), 60000);
     /* Fast trials (10 ms): timing's budget from the problem's calls, above the floor. */
     pk_phase_track fast;
     pk_phase_track_init(&fast, &p, 60000);
-    pk_phase_track_observe(&fast, 1, PK_LOCK_STATE_SHARED, 100);
-    pk_phase_track_observe(&fast, 2, PK_LOCK_STATE_NONE, 110);
+    pk_phase_track_observe(&fast, seen(1, PK_LOCK_STATE_SHARED), 100);
+    pk_phase_track_observe(&fast, seen(2, PK_LOCK_STATE_NONE), 110);
     int calls = 2 * (16 + 125) + 192;
     assert_int_equal(fast.exclusive_calls, calls);
     assert_int_equal(pk_phase_budget_ms(&fast, 1), (int)(3 * (2 * 300 + calls * 10.0)));
@@ -82,26 +143,26 @@ static void test_deadlines(void **state) {
     assert_true(pk_phase_track_deadline(&t, 1000, &bound) == 61000);
     assert_int_equal(bound, PK_BOUND_RUN);
     /* Waiting for others' locks: the wait is credited to the run limit ... */
-    pk_phase_track_observe(&t, 1, PK_LOCK_STATE_WAIT_EXCLUSIVE, 2000);
-    pk_phase_track_observe(&t, 1, PK_LOCK_STATE_WAIT_EXCLUSIVE, 5000);
-    pk_phase_track_observe(&t, 2, PK_LOCK_STATE_EXCLUSIVE, 9000);
+    pk_phase_track_observe(&t, seen(1, PK_LOCK_STATE_WAIT_EXCLUSIVE), 2000);
+    pk_phase_track_observe(&t, seen(1, PK_LOCK_STATE_WAIT_EXCLUSIVE), 5000);
+    pk_phase_track_observe(&t, seen(2, PK_LOCK_STATE_EXCLUSIVE), 9000);
     assert_true(t.waited_ms == 7000);
     /* ... and holding the GPUs exclusively is bounded by timing's budget from 9000. */
     assert_true(pk_phase_track_deadline(&t, 1000, &bound) == 19000);
     assert_int_equal(bound, PK_BOUND_EXCLUSIVE);
     /* Time in a held phase is not credited. */
-    pk_phase_track_observe(&t, 3, PK_LOCK_STATE_NONE, 12000);
+    pk_phase_track_observe(&t, seen(3, PK_LOCK_STATE_NONE), 12000);
     assert_true(t.waited_ms == 7000);
     assert_true(pk_phase_track_deadline(&t, 1000, &bound) == 68000);
     assert_int_equal(bound, PK_BOUND_RUN);
     /* The credit is capped at one more run limit. */
-    pk_phase_track_observe(&t, 4, PK_LOCK_STATE_WAIT_SHARED, 12000);
-    pk_phase_track_observe(&t, 4, PK_LOCK_STATE_WAIT_SHARED, 500000);
+    pk_phase_track_observe(&t, seen(4, PK_LOCK_STATE_WAIT_SHARED), 12000);
+    pk_phase_track_observe(&t, seen(4, PK_LOCK_STATE_WAIT_SHARED), 500000);
     assert_true(pk_phase_track_deadline(&t, 1000, &bound) == 121000);
     /* A phase budget that ends after the run limit does not extend it. */
     pk_phase_track late;
     pk_phase_track_init(&late, &p, 60000);
-    pk_phase_track_observe(&late, 1, PK_LOCK_STATE_SHARED, 59000);
+    pk_phase_track_observe(&late, seen(1, PK_LOCK_STATE_SHARED), 59000);
     assert_true(pk_phase_track_deadline(&late, 1000, &bound) == 61000);
     assert_int_equal(bound, PK_BOUND_RUN);
 }
@@ -135,7 +196,7 @@ static void test_watch_thread(void **state) {
     pk_run_watch_set_base(&w, base);
     assert_true(pk_deadline_load(&deadline) == base + 8000);
     double t_shared = pk_now_ms();
-    write_marker(dir, "1 shared\n");
+    write_marker(dir, "1 shared\n"); /* no times: when the watcher first sees it */
     sleep_ms(120);
     double d = pk_deadline_load(&deadline);
     /* Budget 2000 ms (a quarter of 8 s) from when the watcher saw the phase. */
@@ -171,9 +232,8 @@ static void test_watch_thread(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_marker_parse),
-        cmocka_unit_test(test_budgets),
-        cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_marker_parse), cmocka_unit_test(test_runner_times),
+        cmocka_unit_test(test_budgets),      cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_watch_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
