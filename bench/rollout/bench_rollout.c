@@ -250,6 +250,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench: no problem of suite %s has responses in %s\n", a.suite, a.replay);
         return 1;
     }
+    /* What the scheduler reserves per GPU for one job of each (pk_job_device_mb). */
+    printf("device memory estimate per job and GPU (MiB):");
+    for (int i = 0; i < n; i++)
+        printf(" %s=%ld", pk_problem_id(probs[i]),
+               pk_job_device_mb(probs[i], pk_problem_world_size(probs[i])));
+    printf("\n");
     pk_rm_rf(a.cache); /* the cold phase starts from an empty cache */
     void *zctx = zmq_ctx_new(), *pull = zmq_socket(zctx, ZMQ_PULL);
     int timeout_ms = 600000, zero = 0;
