@@ -2,10 +2,13 @@
  * with the real harness (no server), the responses taken from a replay directory. Two phases:
  * cold (an empty compile cache; every episode's source is made unique, so every step
  * compiles) and warm (the same sources again: every step hits the compile cache). Prints per
- * phase: steps/s, how busy the compile pool and the GPUs were, the median
- * and p90 step latency (submit to completion), the cache counts, the turn outcomes, and how
- * much of the run stages was process launch and CUDA/NCCL/MPI init (what warm runners, not
- * built, would hide). The warm phase restarts the episodes from turn 1 with the same sources. */
+ * phase: steps/s, how busy the compile pool was, the GPUs' held and kernel-busy shares apart
+ * (held: a job resident, its start-up and exit included; kernel-busy: its trials and timing,
+ * less lock waits; timing: the part that held the GPUs alone), the median and p90 step
+ * latency (submit to completion), the cache counts, the turn outcomes, how much of the run
+ * stages was process launch and CUDA/NCCL/MPI init, the mean lock wait per run and the most
+ * jobs one GPU held at once. The warm phase restarts the episodes from turn 1 with the same
+ * sources. --jobs-per-gpu and --gpu-mem-mb set the co-residency (pk_scheduler_opts). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,8 @@
 
 typedef struct args {
     const char *root, *modules, *replay, *suite, *cache;
-    int episodes, warm_episodes, turns, compile_workers, trials, n_gpus;
+    int episodes, warm_episodes, turns, compile_workers, trials, n_gpus, jobs_per_gpu;
+    long gpu_mem_mb;
     int gpus[PK_SCHED_MAX_GPUS];
 } args;
 
@@ -91,6 +95,8 @@ static int run_phase(const char *name, int n_episodes, pk_scheduler *s, void *pu
                      const pk_problem **probs, int n_probs) {
     int total = n_episodes * a->turns, done = 0, counts[PK_STATUS_COUNT] = {0}, failures = 0;
     double run_ms = 0, setup_ms = 0; /* run stages, and their process launch + init part */
+    double lock_wait_ms = 0;
+    int runs = 0;
     episode *eps = calloc((size_t)n_episodes, sizeof *eps);
     double *lat = calloc((size_t)total, sizeof *lat);
     pk_scheduler_stats s0, s1;
@@ -119,6 +125,8 @@ static int run_phase(const char *name, int n_episodes, pk_scheduler *s, void *pu
             counts[c->result.status]++;
             run_ms += c->result.stages.run_ms;
             setup_ms += c->result.stages.run_setup_ms;
+            lock_wait_ms += c->result.stages.run_lock_wait_ms;
+            runs += c->result.stages.run_ms > 0;
         }
         pk_completion_free(c);
         if (++ep->turn <= a->turns && submit(s, a, ep, (int)(ep - eps), &err)) {
@@ -131,21 +139,27 @@ static int run_phase(const char *name, int n_episodes, pk_scheduler *s, void *pu
     qsort(lat, (size_t)total, sizeof *lat, cmp_double);
     double compile_busy =
         (s1.compile_busy_ms - s0.compile_busy_ms) / (s1.compile_workers * wall * 1000);
-    double gpu_busy =
-        s1.gpus_total ? (s1.gpu_busy_ms - s0.gpu_busy_ms) / (s1.gpus_total * wall * 1000) : 0;
-    char gpu[64] = "-";
-    if (s1.gpus_total)
-        snprintf(gpu, sizeof gpu, "%.0f%% of %d", 100 * gpu_busy, s1.gpus_total);
-    printf("| %s | %d | %.1f | %.2f | %.0f%% of %d | %s | %.0f | %.0f | %llu / %llu |", name, total,
-           wall, total / wall, 100 * compile_busy, s1.compile_workers, gpu, lat[total / 2],
-           lat[(int)(total * 0.9)],
+    double gpu_ms = s1.gpus_total * wall * 1000;
+    char gpu[64] = "-", kernel[32] = "-", timing[32] = "-";
+    if (s1.gpus_total) {
+        snprintf(gpu, sizeof gpu, "%.0f%% of %d", 100 * (s1.gpu_busy_ms - s0.gpu_busy_ms) / gpu_ms,
+                 s1.gpus_total);
+        snprintf(kernel, sizeof kernel, "%.1f%%",
+                 100 * (s1.gpu_kernel_ms - s0.gpu_kernel_ms) / gpu_ms);
+        snprintf(timing, sizeof timing, "%.1f%%",
+                 100 * (s1.gpu_timing_ms - s0.gpu_timing_ms) / gpu_ms);
+    }
+    printf("| %s | %d | %.1f | %.2f | %.0f%% of %d | %s | %s | %s | %.0f | %.0f | %llu / %llu |",
+           name, total, wall, total / wall, 100 * compile_busy, s1.compile_workers, gpu, kernel,
+           timing, lat[total / 2], lat[(int)(total * 0.9)],
            (unsigned long long)(s1.compile_cache_hits - s0.compile_cache_hits),
            (unsigned long long)(s1.compile_cache_misses - s0.compile_cache_misses));
     for (int k = 0; k < PK_STATUS_COUNT; k++)
         if (counts[k])
             printf(" %s %d", pk_status_name((pk_status)k), counts[k]);
-    printf("%s | %.0f%% |\n", failures ? " + harness failures" : "",
-           run_ms > 0 ? 100 * setup_ms / run_ms : 0.0);
+    printf("%s | %.0f%% | %.0f | %d |\n", failures ? " + harness failures" : "",
+           run_ms > 0 ? 100 * setup_ms / run_ms : 0.0, runs ? lock_wait_ms / runs : 0.0,
+           s1.peak_resident);
     fflush(stdout);
     free(eps);
     free(lat);
@@ -196,6 +210,10 @@ static int parse_args(int argc, char **argv, args *a) {
             a->trials = atoi(v);
         else if (!strcmp(o, "--gpus"))
             parse_gpus(v, a);
+        else if (!strcmp(o, "--jobs-per-gpu"))
+            a->jobs_per_gpu = atoi(v);
+        else if (!strcmp(o, "--gpu-mem-mb"))
+            a->gpu_mem_mb = atol(v);
         else
             return -1;
     }
@@ -209,7 +227,7 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv, &a)) {
         fprintf(stderr, "usage: bench_rollout --replay DIR --cache-dir DIR [--suite S] "
                         "[--episodes 64] [--warm-episodes N] [--turns 3] [--gpus LIST|none] "
-                        "[--compile-workers N] "
+                        "[--compile-workers N] [--jobs-per-gpu N] [--gpu-mem-mb N] "
                         "[--trials N] [--problems-root DIR] [--modules DIR]\n");
         return 2;
     }
@@ -232,6 +250,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench: no problem of suite %s has responses in %s\n", a.suite, a.replay);
         return 1;
     }
+    /* What the scheduler reserves per GPU for one job of each (pk_job_device_mb). */
+    printf("device memory estimate per job and GPU (MiB):");
+    for (int i = 0; i < n; i++)
+        printf(" %s=%ld", pk_problem_id(probs[i]),
+               pk_job_device_mb(probs[i], pk_problem_world_size(probs[i])));
+    printf("\n");
     pk_rm_rf(a.cache); /* the cold phase starts from an empty cache */
     void *zctx = zmq_ctx_new(), *pull = zmq_socket(zctx, ZMQ_PULL);
     int timeout_ms = 600000, zero = 0;
@@ -242,6 +266,8 @@ int main(int argc, char **argv) {
                            .done_endpoint = "inproc://bench-done",
                            .compile_workers = a.compile_workers,
                            .n_gpus = a.n_gpus,
+                           .jobs_per_gpu = a.jobs_per_gpu,
+                           .gpu_mem_mb = a.gpu_mem_mb,
                            .cache_dir = a.cache};
     memcpy(o.gpus, a.gpus, sizeof o.gpus);
     pk_scheduler *s = NULL;
@@ -249,11 +275,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench: %s\n", err.message);
         return 1;
     }
-    printf("%d episodes x %d turns over %d %s problems, responses from %s\n\n", a.episodes, a.turns,
-           n, a.suite, a.replay);
-    printf("| phase | steps | wall s | steps/s | compile pool busy | GPUs busy | median step ms "
-           "| p90 step ms | compile cache hits / misses | outcomes | launch+init share of run "
-           "stages |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    pk_scheduler_stats st;
+    pk_scheduler_get_stats(s, &st);
+    printf("%d episodes x %d turns over %d %s problems, responses from %s; %d jobs per GPU, "
+           "%ld MiB per GPU for them (0: not counted)\n\n",
+           a.episodes, a.turns, n, a.suite, a.replay, st.jobs_per_gpu, st.gpu_mem_mb);
+    printf("| phase | steps | wall s | steps/s | compile pool busy | GPUs held | GPU kernel-busy "
+           "| GPU timing (alone) | median step ms | p90 step ms | compile cache hits / misses "
+           "| outcomes | launch+init share of run stages | lock wait per run ms | most jobs on "
+           "one GPU |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int rc = run_phase("cold", a.episodes, s, pull, &a, probs, n);
     if (!rc && a.warm_episodes)
         rc = run_phase("warm", a.warm_episodes, s, pull, &a, probs, n);

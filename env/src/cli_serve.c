@@ -33,6 +33,10 @@ static void usage(FILE *f) {
             "  --compile-workers N     compile workers (default: cores - 1)\n"
             "  --queue-limit N         evaluations queued at most (default 1024)\n"
             "  --gpus LIST             GPU indices, e.g. 0,1, or 'none' (default: all)\n"
+            "  --jobs-per-gpu N        jobs resident on one GPU at once (default 8; 1: each\n"
+            "                          job has its GPUs to itself); timing holds them alone\n"
+            "  --gpu-mem-mb N          device memory those jobs may use per GPU (default 90%%\n"
+            "                          of the free memory at start; -1: not counted)\n"
             "  --shutdown-grace-ms N   on SIGINT/SIGTERM, queued and running work goes on this\n"
             "                          long, then the rest is cancelled (default 10000)\n"
             "  --remeasure-baseline    time the reference on every step; never use the baseline\n"
@@ -169,6 +173,10 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
             rc = parse_long(a, v, 1, 1000000, &n), o->queue_limit = (int)n;
         else if (strcmp(a, "--gpus") == 0)
             rc = parse_gpus(v, o);
+        else if (strcmp(a, "--jobs-per-gpu") == 0)
+            rc = parse_long(a, v, 1, 64, &n), o->jobs_per_gpu = (int)n;
+        else if (strcmp(a, "--gpu-mem-mb") == 0)
+            rc = parse_long(a, v, -1, 1L << 30, &n), o->gpu_mem_mb = n;
         else if (strcmp(a, "--worker-bind") == 0) {
             if (o->n_worker_binds >= PK_MAX_BINDS - 1) {
                 fprintf(stderr, "pkgym serve: at most %d --worker-bind\n", PK_MAX_BINDS - 1);

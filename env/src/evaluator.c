@@ -78,6 +78,8 @@ int pk_evaluator_start(pk_evaluator *ev, const pk_evaluator_opts *o, pk_error *e
         memcpy(so.gpus, o->gpus, (size_t)n * sizeof *o->gpus);
     }
     so.n_gpus = n;
+    so.jobs_per_gpu = o->jobs_per_gpu;
+    so.gpu_mem_mb = o->gpu_mem_mb;
     so.cache_dir = o->cache_dir;
     so.remeasure_baseline = o->remeasure_baseline;
     so.baseline_max_cv = o->baseline_max_cv;
@@ -125,6 +127,9 @@ void pk_evaluator_stats(pk_evaluator *ev, pk_scheduler_stats *out) {
         out->running += load_int(load, "running");
         out->gpus_busy += load_int(load, "gpus_busy");
         out->gpu_busy_ms += json_number_value(json_object_get(load, "gpu_busy_ms"));
+        out->gpu_kernel_ms += json_number_value(json_object_get(load, "gpu_kernel_ms"));
+        out->gpu_timing_ms += json_number_value(json_object_get(load, "gpu_timing_ms"));
+        out->resident_jobs += load_int(load, "resident_jobs");
         out->compile_cache_hits += (uint64_t)load_int(load, "compile_hits");
         out->compile_cache_misses += (uint64_t)load_int(load, "compile_misses");
     }

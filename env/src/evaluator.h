@@ -22,6 +22,8 @@ typedef struct pk_evaluator_opts {
     int n_gpus; /* -1: all (NVML); 0: none */
     const int *gpus;
     int n_nvml_gpus; /* GPUs NVML lists (used when n_gpus is -1) */
+    int jobs_per_gpu;
+    long gpu_mem_mb;
     /* Broker mode when n_worker_binds > 0. */
     const char *const *worker_binds;
     int n_worker_binds;

@@ -125,15 +125,22 @@ void pk_op_stats(pk_call *c) {
     memset(&st, 0, sizeof st);
     pk_evaluator_stats(&s->ev, &st);
     double uptime_s = (pk_now_ms() - s->started_ms) / 1000.0;
-    double occupancy = st.gpus_total > 0 && uptime_s > 0
-                           ? st.gpu_busy_ms / (uptime_s * 1000.0 * st.gpus_total)
-                           : 0.0;
+    /* Held (a job resident: start-up, waits and exit included) and kernel-busy (trials and
+     * timing) apart, each as a share of the GPUs' time since start. */
+    double gpu_time_ms = st.gpus_total > 0 && uptime_s > 0 ? uptime_s * 1000.0 * st.gpus_total : 0;
+    double occupancy = gpu_time_ms > 0 ? st.gpu_busy_ms / gpu_time_ms : 0.0;
+    double kernel_busy = gpu_time_ms > 0 ? st.gpu_kernel_ms / gpu_time_ms : 0.0;
     const pk_server_counters *n = &s->n;
     json_t *jobs =
         json_pack("{s:i, s:i, s:i, s:i}", "queued_compile", st.queued_compile, "queued_run",
                   st.queued_run, "compiling", st.compiling, "running", st.running);
-    json_t *gpu = json_pack("{s:i, s:i, s:f, s:f}", "total", st.gpus_total, "busy", st.gpus_busy,
-                            "busy_ms", st.gpu_busy_ms, "occupancy", occupancy);
+    json_t *gpu = json_pack("{s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:I}",
+                            "total", st.gpus_total, "busy", st.gpus_busy, "busy_ms", st.gpu_busy_ms,
+                            "occupancy", occupancy, "held_ms", st.gpu_busy_ms, "kernel_busy_ms",
+                            st.gpu_kernel_ms, "kernel_busy", kernel_busy, "timing_ms",
+                            st.gpu_timing_ms, "lock_wait_ms", st.gpu_lock_wait_ms, "resident_jobs",
+                            st.resident_jobs, "peak_resident", st.peak_resident, "jobs_per_gpu",
+                            st.jobs_per_gpu, "mem_mb", (json_int_t)st.gpu_mem_mb);
     json_t *cache = json_pack(
         "{s:I, s:I, s:I, s:I}", "compile_hits", (json_int_t)st.compile_cache_hits, "compile_misses",
         (json_int_t)st.compile_cache_misses, "baseline_hits", (json_int_t)st.baseline_cache_hits,

@@ -551,6 +551,8 @@ static int init_sockets(pk_server *s, pk_error *err) {
     eo.n_gpus = s->opts.n_gpus;
     eo.gpus = s->opts.gpus;
     eo.n_nvml_gpus = (int)json_array_size(s->gpus);
+    eo.jobs_per_gpu = s->opts.jobs_per_gpu;
+    eo.gpu_mem_mb = s->opts.gpu_mem_mb;
     eo.worker_binds = s->opts.worker_binds;
     eo.n_worker_binds = s->opts.n_worker_binds;
     eo.heartbeat_ms = s->opts.worker_heartbeat_ms;

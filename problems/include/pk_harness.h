@@ -67,7 +67,10 @@ typedef struct pk_stage_times {
     /* Inside run_check_ms + run_timing_ms + run_setup_ms: the verification of timed calls
      * (epilogues after every timed call, block checks, the post-timing call, guard checks). */
     double run_verify_ms;
-    double run_teardown_ms; /* inside run_setup_ms: freeing buffers and communicators */
+    double run_teardown_ms; /* inside run_setup_ms: freeing buffers and communicators (only
+                               with PKGYM_RUNNER_TEARDOWN=1; by default the runner exits at once) */
+    /* Inside run_check_ms + run_timing_ms: waiting for other jobs' hold on the GPU locks. */
+    double run_lock_wait_ms;
 } pk_stage_times;
 
 /* The baseline a speedup was computed against: the reference timed in this step, or a cached
@@ -156,9 +159,28 @@ typedef struct pk_eval_opts {
     /* Dims override for this run ("NAME=VALUE,..." or a preset such as "pkb"); the caller
      * applies it to its own copy of the problem too (pk_problem_override_dims). NULL: none. */
     const char *dims;
+    /* Per-GPU timing locks shared by every job on the machine (docs/problems.md, "Sharing
+     * GPUs"): timing holds the job's GPUs exclusively, trials shared. NULL: the default
+     * directory (pk_gpu_lock_dir_default). GPU problems lock their GPUs; host problems lock
+     * the gpus given to the run (none by default). no_locks: take none. */
+    const char *lock_dir;
+    int no_locks;
 } pk_eval_opts;
 
 void pk_eval_opts_default(pk_eval_opts *o);
+
+/* Device memory one job of p at world_size needs on each of its GPUs, MiB: the runner's
+ * arena, reference, pristine and snapshot buffers and flush buffer from the problem's sizes,
+ * plus PK_JOB_GPU_OVERHEAD_MB for the process's CUDA context and NCCL communicator. 0 for host
+ * problems. For schedulers that put several jobs on one GPU. */
+#define PK_JOB_GPU_OVERHEAD_MB 1536
+long pk_job_device_mb(const pk_problem *p, int world_size);
+
+/* The machine-wide lock directory: $PKGYM_LOCK_DIR, else /tmp/pkgym-locks-<uid>. */
+void pk_gpu_lock_dir_default(char *out, size_t cap);
+/* Makes dir (0700, refused when it is a link or not the caller's) and the lock files of GPUs
+ * ids[0..n). Every job of the machine must use the same directory for the locks to work. */
+int pk_gpu_locks_prepare(const char *dir, const int *ids, int n, pk_error *err);
 
 typedef struct pk_job pk_job;
 

@@ -2,6 +2,7 @@
  * "mpi": started by mpirun, one process per rank. Launcher "fork": this process forks the
  * ranks and supervises them; if one dies, the others are killed. */
 #include "pk_runner.h"
+#include "rn_gpu_lock.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +16,8 @@ static void usage(void) {
             "usage: pk-runner --problem-dir DIR --suite S --name N --module SO\n"
             "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
-            "  [--skip-reference-timing] [--wait-go]\n");
+            "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup]\n"
+            "  [--lock-dir DIR --lock-ids 0,1]\n");
 }
 
 static int parse(int argc, char **argv, rn_opts *o) {
@@ -33,6 +35,7 @@ static int parse(int argc, char **argv, rn_opts *o) {
                            : !strcmp(a, "--seed-file")    ? &o->seed_file
                            : !strcmp(a, "--dump")         ? &o->dump_dir
                            : !strcmp(a, "--dims")         ? &o->dims
+                           : !strcmp(a, "--lock-dir")     ? &o->lock_dir
                                                           : NULL;
         if (str && v) {
             *str = v;
@@ -49,6 +52,14 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->skip_reference_timing = 1;
         } else if (!strcmp(a, "--wait-go")) {
             o->wait_go = 1;
+        } else if (!strcmp(a, "--teardown")) {
+            o->teardown = 1;
+        } else if (!strcmp(a, "--lock-setup")) {
+            o->lock_setup = 1;
+        } else if (!strcmp(a, "--lock-ids") && v) {
+            o->n_lock_ids = rn_gpu_lock_ids_parse(argv[++i], o->lock_ids, 16);
+            if (o->n_lock_ids < 0)
+                return -1;
         } else if (!strcmp(a, "--reference-as-candidate")) {
             o->reference_as_candidate = 1;
         } else {
@@ -107,6 +118,10 @@ int main(int argc, char **argv) {
         rn_crash_markers_install(o.progress_dir, g.rank);
         int rc = rn_rank_main(&o, &g);
         rn_group_mpi_finalize(&g);
+        if (!o.teardown) { /* fast exit: no atexit handlers (CUDA's own teardown) either */
+            fflush(NULL);
+            _exit(rc);
+        }
         return rc;
     }
     if (strcmp(o.launcher, "fork") != 0) {

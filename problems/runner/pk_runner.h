@@ -45,6 +45,11 @@ typedef struct rn_opts {
     /* Warm mode: after device, communicator and arena setup, wait for progress_dir/go (then
      * load the candidate and run) or progress_dir/abort (then exit without a result). */
     int wait_go;
+    /* Per-GPU timing locks (rn_gpu_lock.h): the directory and the job's GPUs; none when NULL. */
+    const char *lock_dir;
+    int lock_ids[16], n_lock_ids;
+    int teardown; /* free CUDA/NCCL resources before exit (default: exit right after the result) */
+    int lock_setup; /* the arena's and buffers' setup holds the GPU locks shared */
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
@@ -214,6 +219,7 @@ typedef struct rn_report {
     int verified_calls;        /* timed calls verified, for the record (not for feedback) */
     double verify_ms;          /* slowest rank: epilogues, block checks, post-timing call, guards */
     double teardown_ms;        /* rank 0: freeing buffers, window, communicators */
+    double lock_wait_ms;       /* rank 0: waiting for other jobs' GPU locks */
 } rn_report;
 
 int rn_report_write(const char *path, const rn_report *r);
@@ -302,6 +308,13 @@ int rn_read_seed(rn_opts *o);
 /* --dump: one trial's inputs and reference outputs on this rank; rank 0 also writes the
  * manifest. */
 int rn_dump_trial(rank_state *rs, int trial, rank_step *st);
+
+/* gpu_lock.c: rank 0 takes the job's GPU locks in mode (RN_LOCK_SHARED, RN_LOCK_EXCLUSIVE),
+ * every rank waits for it; 0: the phase may run, else st says why not. Without a lock dir, or
+ * with RN_LOCK_NONE, both return at once. End: a rank barrier, then rank 0 lets the locks go. */
+int rn_gpu_phase_begin(rank_state *rs, int mode, rank_step *st);
+void rn_gpu_phase_end(rank_state *rs);
+double rn_gpu_lock_wait_ms(void); /* rank 0: time spent waiting for the locks */
 
 /* Warm-up and the timed blocks of both sides, with the timed calls' verification. */
 int rn_time_both(rank_state *rs, rn_report *rep, rank_step *st);

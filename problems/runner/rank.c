@@ -2,6 +2,7 @@
  * correctness trials (candidate first, into poisoned outputs), then time both (timing.c). */
 #define _GNU_SOURCE
 #include "pk_runner.h"
+#include "rn_gpu_lock.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -377,10 +378,15 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
     st->init_ms = pk_now_ms() - *t0;
     double t_arena = pk_now_ms();
     int ready = 0;
-    if (init_rc)
+    if (init_rc) {
         rn_fail(st, "device setup failed: %s", rs->b.error);
-    else
-        ready = !load_module(rs, st) && !setup_buffers(rs, st) && !init_module(rs, st);
+    } else if (!load_module(rs, st)) {
+        /* --lock-setup (measurements): the arena's and buffers' GPU work holds them shared. */
+        int lock = rs->o->lock_setup ? RN_LOCK_SHARED : RN_LOCK_NONE;
+        ready = rn_gpu_phase_begin(rs, lock, st) == 0 && !setup_buffers(rs, st) &&
+                !init_module(rs, st);
+        rn_gpu_phase_end(rs);
+    }
     st->arena_ms = pk_now_ms() - t_arena;
     if (rs->o->wait_go) { /* warm: everything above overlaps the compile */
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "warm", -1);
@@ -412,7 +418,9 @@ static int run_trials(rank_state *rs, rn_report *rep, rank_step *all) {
     rep->trials_planned = rs->plan.trials;
     for (int trial = 0; trial < rs->plan.trials; trial++) {
         rank_step st = {0};
-        rn_check_trial(rs, trial, rs->plan.trial_slot[trial], &st);
+        if (rn_gpu_phase_begin(rs, RN_LOCK_SHARED, &st) == 0)
+            rn_check_trial(rs, trial, rs->plan.trial_slot[trial], &st);
+        rn_gpu_phase_end(rs);
         if (phase_failed(rs, &st, rep, all))
             return 0;
         record_trial(rs, all, rep);
@@ -426,7 +434,9 @@ static int run_trials(rank_state *rs, rn_report *rep, rank_step *all) {
 static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     double t0 = pk_now_ms();
     rank_step st = {0};
-    rn_time_both(rs, rep, &st);
+    if (rn_gpu_phase_begin(rs, RN_LOCK_EXCLUSIVE, &st) == 0)
+        rn_time_both(rs, rep, &st);
+    rn_gpu_phase_end(rs);
     double t_guard = pk_now_ms();
     if (!st.failed)
         rn_check_guards(rs, &st);
@@ -448,7 +458,9 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
         return;
     memset(&st, 0, sizeof st);
     double t_post = pk_now_ms();
-    rn_check_trial(rs, KEY_POST_TIMING, rs->plan.trial_slot[rs->plan.trials], &st);
+    if (rn_gpu_phase_begin(rs, RN_LOCK_SHARED, &st) == 0)
+        rn_check_trial(rs, KEY_POST_TIMING, rs->plan.trial_slot[rs->plan.trials], &st);
+    rn_gpu_phase_end(rs);
     if (phase_failed(rs, &st, rep, all))
         return;
     rep->verify_ms += pk_now_ms() - t_post; /* rank 0's; every rank waited for the slowest */
@@ -520,15 +532,25 @@ int rn_rank_main(rn_opts *o, rn_group *g) {
     if (!rs.p->device_gpu)
         rs.ctx.mpi_comm = rn_group_mpi_comm(g);
     run_rank(&rs, &rep);
-    double t_down = pk_now_ms();
-    teardown(&rs);
-    rep.teardown_ms = pk_now_ms() - t_down;
-    rn_progress(o->progress_dir, g->rank, "done", -1);
+    if (!o->teardown && rs.fini_fn) { /* the candidate's fini runs either way, before the result */
+        rs.fini_fn(&rs.ctx);
+        rs.fini_fn = NULL;
+    }
+    if (o->teardown) { /* measured: freed before the result is written */
+        double t_down = pk_now_ms();
+        teardown(&rs);
+        rep.teardown_ms = pk_now_ms() - t_down;
+    }
+    rep.lock_wait_ms = rn_gpu_lock_wait_ms();
     int rc = 0;
     if (g->rank == 0 && !rep.aborted && rn_report_write(o->out, &rep)) {
         fprintf(stderr, "pk-runner: cannot write %s\n", o->out);
         rc = 3;
     }
+    /* Fast exit (default): the process exits with the result written and everything still
+     * allocated; the driver frees device memory, communicators and windows at exit, and the
+     * sandbox reaps every process before the harness reads the result. */
+    rn_progress(o->progress_dir, g->rank, "done", -1);
     pk_problem_free(rs.p);
     return rc;
 }

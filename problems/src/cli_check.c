@@ -12,7 +12,8 @@ static void usage(FILE *f) {
             "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
             "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
-            "                   [--baseline-us US] [--no-warm] [--dump DIR] [--dims SPEC]\n\n"
+            "                   [--baseline-us US] [--no-warm] [--dump DIR] [--dims SPEC]\n"
+            "                   [--lock-dir DIR | --no-locks]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
@@ -24,6 +25,10 @@ static void usage(FILE *f) {
             "little-endian arrays with DIR/manifest.json (for bench/pkb-crosscheck).\n"
             "--dims overrides dims: NAME=VALUE,... or a preset of the problem's meta.json\n"
             "\"dims_presets\" (e.g. pkb: ParallelKernelBench's own base shape).\n"
+            "Timing holds the job's GPUs exclusively against every other job of the machine\n"
+            "(per-GPU locks in --lock-dir, default $PKGYM_LOCK_DIR or /tmp/pkgym-locks-<uid>;\n"
+            "trials hold them shared); --no-locks takes none. A host problem takes the locks\n"
+            "of the --gpus it is given (none by default).\n"
             "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
             "failed, 2 on bad usage.\n");
 }
@@ -100,6 +105,10 @@ int pk_cmd_check(int argc, char **argv) {
             o.keep_workdir = 1;
         } else if (!strcmp(a, "--no-warm")) {
             o.no_warm = 1;
+        } else if (!strcmp(a, "--no-locks")) {
+            o.no_locks = 1;
+        } else if (!strcmp(a, "--lock-dir") && v) {
+            o.lock_dir = argv[++i];
         } else if (!strcmp(a, "--problem") && v) {
             id = argv[++i];
         } else if (!strcmp(a, "--trials") && v) {

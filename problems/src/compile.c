@@ -84,6 +84,7 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err) {
     so.ro = job->ro;
     so.n_ro = job->n_ro;
     so.output_cap = 64 * 1024;
+    so.nice = pk_harness_compile_nice();
     pk_sandbox_result sr;
     double t0 = pk_now_ms();
     int rc = pk_harness_spawn(&so, argv, &sr, err);

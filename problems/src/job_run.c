@@ -40,6 +40,50 @@ static int write_seed(const pk_job *job, pk_job_launch *l, pk_error *err) {
     return ok ? PK_OK : pk_error_errno(err, PK_ERR_IO, "cannot write %s", l->seed_path);
 }
 
+static int run_timeout_ms(const pk_job *job) {
+    return job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
+}
+
+/* The GPU locks this run takes (docs/problems.md, "Sharing GPUs"): a GPU problem its GPUs, a
+ * host problem the gpus it was given (none by default). Makes the files and binds each one
+ * read-write into the sandbox, so a job can neither remove nor replace another GPU's lock. */
+static int set_locks(pk_job *job, const int *gpus, int n_gpus, pk_job_launch *l, pk_error *err) {
+    int ids[PK_MAX_RANKS], n = 0;
+    if (job->opts.no_locks)
+        return PK_OK;
+    if (job->p->device_gpu)
+        for (int i = 0; i < job->world; i++)
+            ids[n++] = l->gpus[i];
+    else
+        for (int i = 0; i < n_gpus && i < PK_MAX_RANKS; i++)
+            ids[n++] = gpus[i];
+    if (n == 0)
+        return PK_OK;
+    if (job->opts.lock_dir)
+        snprintf(l->lock_dir, sizeof l->lock_dir, "%s", job->opts.lock_dir);
+    else
+        pk_gpu_lock_dir_default(l->lock_dir, sizeof l->lock_dir);
+    int rc = pk_gpu_locks_prepare(l->lock_dir, ids, n, err);
+    if (rc)
+        return rc;
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        used += (size_t)snprintf(l->lock_ids + used, sizeof l->lock_ids - used, "%s%d",
+                                 i ? "," : "", ids[i]);
+        if (used >= sizeof l->lock_ids)
+            return pk_error_set(err, PK_ERR_INVALID, "too many GPU locks");
+        for (int k = 0; k < 2; k++) {
+            char *f = l->lock_files[2 * i + k];
+            snprintf(f, sizeof l->lock_files[0], "%s/gpu%d.%s", l->lock_dir, ids[i],
+                     k ? "lock" : "turnstile");
+            l->rw[l->so.n_rw++] = f;
+        }
+    }
+    l->so.rw = l->rw;
+    l->locked = 1;
+    return PK_OK;
+}
+
 static int build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
                         pk_job_launch *l, pk_error *err) {
     const pk_problem *p = job->p;
@@ -83,7 +127,14 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
         l->argv[n++] = "--dims";
         l->argv[n++] = (char *)job->opts.dims;
     }
-    l->argv[n] = NULL;
+    /* Measurements only: free CUDA and NCCL resources before exiting (slower). */
+    const char *teardown = getenv("PKGYM_RUNNER_TEARDOWN");
+    if (teardown && !strcmp(teardown, "1"))
+        l->argv[n++] = "--teardown";
+    /* Measurements only: the arena's setup holds the GPU locks shared too. */
+    const char *lock_setup = getenv("PKGYM_LOCK_SETUP");
+    if (lock_setup && !strcmp(lock_setup, "1"))
+        l->argv[n++] = "--lock-setup";
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
      * NCCL_SOCKET_IFNAME=lo, NCCL_NVLS_ENABLE=0, Open MPI as root without CMA) plus ours. */
@@ -115,8 +166,8 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     so->ro = job->ro;
     so->n_ro = job->n_ro;
     if (job->opts.dump_dir) { /* the only host path a run may write, and only when asked */
-        so->rw = &job->opts.dump_dir;
-        so->n_rw = 1;
+        l->rw[so->n_rw++] = job->opts.dump_dir;
+        so->rw = l->rw;
         so->fsize_mb = 1 << 16; /* one array of a large problem exceeds the 256 MiB default */
     }
     so->output_cap = 16 * 1024;
@@ -127,11 +178,20 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
         so->gpus = l->gpus;
         so->n_gpus = job->world;
     }
+    rc = set_locks(job, gpus, n_gpus, l, err);
+    if (rc)
+        return rc;
+    if (l->locked) {
+        l->argv[n++] = "--lock-dir";
+        l->argv[n++] = l->lock_dir;
+        l->argv[n++] = "--lock-ids";
+        l->argv[n++] = l->lock_ids;
+        /* Waits for other jobs' locks are credited, up to one more run limit (job_watch.c);
+         * the watcher's deadline enforces the run limit itself. */
+        so->wall_ms += run_timeout_ms(job);
+    }
+    l->argv[n] = NULL;
     return PK_OK;
-}
-
-static int run_timeout_ms(const pk_job *job) {
-    return job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
 }
 
 static void *warm_main(void *arg) {
@@ -153,14 +213,22 @@ static int touch(const pk_job *job, const char *name, pk_error *err) {
 static void warm_join(pk_job *job, pk_eval_result *res) {
     pk_job_warm_state *w = job->warm;
     pthread_join(w->thread, NULL);
+    pk_run_watch_stop(&w->watch);
     if (res)
         res->stages.run_warm_ms = (w->t_go > 0 ? w->t_go : pk_now_ms()) - w->t_start;
 }
 
 static void warm_free(pk_job *job) {
     pk_harness_spawn_free(&job->warm->sr);
+    pthread_mutex_destroy(&job->warm->watch.mu);
     free(job->warm);
     job->warm = NULL;
+}
+
+/* What ended a run that timed out, for the classifier. */
+static void note_bound(pk_job *job, pk_run_watch *w) {
+    job->timeout_bound =
+        pk_run_watch_fired(w, pk_now_ms(), &job->timeout_budget_ms, &job->lock_credit_ms);
 }
 
 int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
@@ -180,7 +248,12 @@ int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
     }
     w->launch.so.deadline_ms = &w->deadline;
     w->t_start = pk_now_ms();
+    /* No watcher thread: no phase budgets, the wall limit still holds. */
+    pk_run_watch_start(&w->watch, job->p, run_timeout_ms(job), job->dir, w->launch.locked,
+                       &w->deadline);
     if (pthread_create(&w->thread, NULL, warm_main, w) != 0) {
+        pk_run_watch_stop(&w->watch);
+        pthread_mutex_destroy(&w->watch.mu);
         free(w);
         return pk_error_set(err, PK_ERR_SYSTEM, "cannot start the warm run's thread");
     }
@@ -198,9 +271,9 @@ void pk_job_warm_abort(pk_job *job) {
         return;
     pk_error e;
     if (touch(job, "abort", &e) == PK_OK)
-        pk_deadline_store(&job->warm->deadline, pk_now_ms() + WARM_ABORT_GRACE_MS);
+        pk_run_watch_abort(&job->warm->watch, pk_now_ms() + WARM_ABORT_GRACE_MS);
     else
-        pk_deadline_store(&job->warm->deadline, pk_now_ms()); /* no marker: kill the ranks now */
+        pk_run_watch_abort(&job->warm->watch, pk_now_ms()); /* no marker: kill the ranks now */
     warm_join(job, NULL);
     warm_free(job);
 }
@@ -221,13 +294,14 @@ static int run_warm(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
                             job->so_path);
     }
     w->t_go = pk_now_ms();
-    pk_deadline_store(&w->deadline, w->t_go + run_timeout_ms(job)); /* bounded from go */
+    pk_run_watch_set_base(&w->watch, w->t_go); /* bounded from go */
     int rc = touch(job, "go", err);
     if (rc) {
         pk_job_warm_abort(job);
         return rc;
     }
     warm_join(job, res);
+    note_bound(job, &w->watch);
     rc = w->spawn_rc;
     if (rc) {
         *err = w->spawn_err;
@@ -268,7 +342,17 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
         return rc;
     }
     pk_sandbox_result sr;
+    pk_run_watch watch;
+    double deadline = 0;
+    pk_run_watch_start(&watch, job->p, run_timeout_ms(job), job->dir, l->locked, &deadline);
+    if (l->locked) { /* the run limit (plus lock-wait credit) is the watcher's deadline */
+        l->so.deadline_ms = &deadline;
+        pk_run_watch_set_base(&watch, pk_now_ms());
+    }
     rc = pk_harness_spawn(&l->so, l->argv, &sr, err);
+    pk_run_watch_stop(&watch);
+    note_bound(job, &watch);
+    pthread_mutex_destroy(&watch.mu);
     free(l);
     res->stages.run_ms = sr.wall_ms;
     if (rc == PK_OK)

@@ -62,6 +62,10 @@ void pk_roofline_judge(const pk_roofline *rl, const char *hw_name, pk_eval_resul
 int pk_harness_spawn(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_result *res,
                      pk_error *err);
 void pk_harness_spawn_free(pk_sandbox_result *res);
+/* nvcc runs this much nicer than the runs (pk_sandbox_opts.nice), so that the ranks' start-up
+ * and timing get the CPU first while compiles fill the rest: PKGYM_COMPILE_NICE, default 5. */
+#define PK_COMPILE_NICE 5
+int pk_harness_compile_nice(void);
 
 /* Paths the harness needs: problem root, module dir, runner binary, candidate include dir. */
 typedef struct pk_harness_paths {
@@ -74,7 +78,7 @@ typedef struct pk_run_report {
     int ok, error_rank, timed, unsynchronized;
     int guard_violation, timed_wrong, timed_inputs_modified, verified_calls, trials_planned;
     char error[512], unsync_detail[256], gpu_name[64], guard_detail[256];
-    double setup_ms, check_ms, timing_ms, init_ms, arena_ms, verify_ms, teardown_ms;
+    double setup_ms, check_ms, timing_ms, init_ms, arena_ms, verify_ms, teardown_ms, lock_wait_ms;
 } pk_run_report;
 
 /* Reads the runner's msgpack result file: trials and timings into res, the rest into rep. */

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "pk_harness_internal.h"
+#include "pk_job_watch.h"
 
 /* Everything one run of pk-runner needs, kept in the job so that a warm run's background
  * thread can use it. */
@@ -14,6 +15,11 @@ typedef struct pk_job_launch {
     const char *env_add[12];
     int gpus[PK_MAX_RANKS];
     pk_sandbox_opts so;
+    /* GPU locks (gpu_locks.c): the directory, the ids, each file bound read-write. */
+    int locked;
+    char lock_dir[512], lock_ids[64];
+    char lock_files[2 * PK_MAX_RANKS][600];
+    const char *rw[1 + 2 * PK_MAX_RANKS];
 } pk_job_launch;
 
 /* A run started ahead of its compile (pk_job_warm). */
@@ -22,6 +28,7 @@ typedef struct pk_job_warm_state {
     pthread_t thread;
     pk_job_launch launch;
     double deadline;      /* > 0: the run's wall limit counted from go; pk_deadline_load/store */
+    pk_run_watch watch;   /* the only writer of deadline once started */
     double t_start, t_go; /* pk_now_ms() */
     int spawn_rc;
     pk_error spawn_err;
@@ -44,6 +51,9 @@ struct pk_job {
     int failed;              /* a stage produced the final verdict */
     int compiled;            /* an object passed the symbol checks */
     pk_job_warm_state *warm; /* non-NULL between pk_job_warm and the run or abort */
+    /* What ended a run that timed out (enum pk_watch_bound), for its reason. */
+    int timeout_bound, timeout_budget_ms;
+    double lock_credit_ms; /* run limit extended by waits for other jobs' GPU locks */
 };
 
 void pk_job_compile_flags(const pk_job *job, char *out, size_t cap);

@@ -169,10 +169,22 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
             pk_strbuf_printf(&hung, "%s%d", i ? ", " : "", res->hung_ranks[i]);
         /* One clause the feedback can quote as it is: who hung, the limit, each rank's state. */
         int limit_ms = pk_run_timeout_ms(&job->opts);
+        char bound[160];
+        if (job->timeout_bound == PK_BOUND_SHARED || job->timeout_bound == PK_BOUND_EXCLUSIVE)
+            snprintf(bound, sizeof bound, "the %d ms budget of %s, which holds the GPUs %s",
+                     job->timeout_budget_ms,
+                     job->timeout_bound == PK_BOUND_SHARED ? "a correctness check" : "timing",
+                     job->timeout_bound == PK_BOUND_SHARED ? "shared with other jobs"
+                                                           : "exclusively");
+        else if (job->lock_credit_ms >= 1)
+            snprintf(bound, sizeof bound,
+                     "the %d ms run limit (plus %.0f ms spent waiting for other jobs' GPU locks)",
+                     limit_ms, job->lock_credit_ms);
+        else
+            snprintf(bound, sizeof bound, "the %d ms run limit", limit_ms);
         snprintf(res->reason, sizeof res->reason,
-                 "rank%s %s of %d did not finish within the %d ms run limit (stopped after %.0f "
-                 "ms%s)",
-                 res->n_hung == 1 ? "" : "s", hung.data ? hung.data : "?", job->world, limit_ms,
+                 "rank%s %s of %d did not finish within %s (stopped after %.0f ms%s)",
+                 res->n_hung == 1 ? "" : "s", hung.data ? hung.data : "?", job->world, bound,
                  sr->wall_ms, where.data ? where.data : "");
         pk_strbuf_free(&where);
         pk_strbuf_free(&hung);
@@ -192,6 +204,7 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         if (rep.trials_planned > 0) /* the secret plan's count, jittered above the base */
             res->trials_planned = rep.trials_planned;
         res->stages.run_teardown_ms = rep.teardown_ms;
+        res->stages.run_lock_wait_ms = rep.lock_wait_ms;
     }
     if (!have || sr->status != PK_SB_OK || !rep.ok) {
         res->status = PK_STATUS_RUNTIME_ERROR;

@@ -103,6 +103,7 @@ int pk_run_result_read(const char *path, pk_eval_result *res, pk_run_report *rep
     rep->verified_calls = (int)num(m, "verified_calls");
     rep->verify_ms = num(m, "verify_ms");
     rep->teardown_ms = num(m, "teardown_ms");
+    rep->lock_wait_ms = num(m, "lock_wait_ms");
     rep->trials_planned = (int)num(m, "trials_planned");
     str(m, "gpu_name", rep->gpu_name, sizeof rep->gpu_name);
     rep->setup_ms = num(m, "setup_ms");

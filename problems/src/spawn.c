@@ -71,6 +71,8 @@ static void child(const pk_sandbox_opts *o, char *const argv[], int out_w, int e
         setenv("CUDA_VISIBLE_DEVICES", list, 1);
         setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
     }
+    if (o->nice > 0)
+        setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0) + o->nice);
     struct rlimit fs = {(rlim_t)(o->fsize_mb ? o->fsize_mb : 256) << 20,
                         (rlim_t)(o->fsize_mb ? o->fsize_mb : 256) << 20};
     setrlimit(RLIMIT_FSIZE, &fs);
@@ -155,6 +157,12 @@ static int spawn_direct(const pk_sandbox_opts *o, char *const argv[], pk_sandbox
         res->status = res->exit_code ? PK_SB_EXIT : PK_SB_OK;
     }
     return PK_OK;
+}
+
+int pk_harness_compile_nice(void) {
+    const char *v = getenv("PKGYM_COMPILE_NICE");
+    int n = v && *v ? atoi(v) : PK_COMPILE_NICE;
+    return n < 0 ? 0 : n > 19 ? 19 : n;
 }
 
 void pk_harness_spawn_free(pk_sandbox_result *res) {

@@ -30,8 +30,18 @@ typedef struct pk_scheduler_opts {
     int remeasure_baseline; /* time the reference on every step instead of caching it */
     double baseline_max_cv; /* a cached baseline with a higher CV is measured again; 0: 0.1 */
     double baseline_max_age_s; /* ... and one older than this; 0: 86400 */
-    int run_host_slots;        /* concurrent runs of host problems; 0: compile_workers */
-    int max_bypass; /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
+    /* Added by the rollout engine (zero keeps the defaults): */
+    int run_host_slots; /* concurrent runs of host problems; 0: compile_workers */
+    int max_bypass;     /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
+    /* Sharing GPUs (rollout/README.md): jobs resident on one GPU at once (setup and trials
+     * overlap; timing holds the GPU alone through the per-GPU timing locks). 0: 8; 1: a job
+     * has its GPUs to itself. */
+    int jobs_per_gpu;
+    /* Device memory the jobs on one GPU may use, MiB (each job's is estimated from its
+     * problem's sizes: pk_job_device_mb). 0: 90% of the smallest free memory NVML reports
+     * when the scheduler starts (memory not counted when NVML is missing); -1: not counted. */
+    long gpu_mem_mb;
+    const char *lock_dir; /* the timing locks; NULL: pk_gpu_lock_dir_default */
 } pk_scheduler_opts;
 
 /* One finished job, sent over done_endpoint as a single frame holding the pointer
@@ -50,13 +60,16 @@ typedef struct pk_scheduler_stats {
     int compiling;
     int running;
     int gpus_total;
-    int gpus_busy;
+    int gpus_busy; /* GPUs holding at least one job (warm or running) */
     uint64_t done;
     uint64_t compile_cache_hits;
     uint64_t compile_cache_misses;
     uint64_t baseline_cache_hits;
     uint64_t baseline_cache_stale; /* cached baselines measured again (CV or age over the limit) */
-    double gpu_busy_ms;            /* summed over GPUs since start */
+    /* Summed over GPUs since start: time a GPU held at least one job (its process start-up,
+     * waits and exit included). What the GPUs did meanwhile is gpu_kernel_ms. */
+    double gpu_busy_ms;
+    /* Added by the rollout engine: */
     int compile_workers;
     double compile_busy_ms; /* summed over compile workers since start */
     double host_busy_ms;    /* runs of host problems, summed over host slots */
@@ -65,6 +78,14 @@ typedef struct pk_scheduler_stats {
     uint64_t backfilled;    /* GPU grants that went ahead of an older waiting job */
     uint64_t harness_failures;
     uint64_t pregranted; /* GPU grants made while the job still compiled (warm runs) */
+    /* Sharing GPUs: */
+    int jobs_per_gpu;
+    long gpu_mem_mb;         /* per GPU; 0: memory not counted */
+    int resident_jobs;       /* GPU jobs holding GPUs now (warm or running) */
+    int peak_resident;       /* most jobs one GPU held at once */
+    double gpu_kernel_ms;    /* GPU-ms in trials and timing (their lock waits excluded) x GPUs */
+    double gpu_timing_ms;    /* ... of which timing, which holds its GPUs alone */
+    double gpu_lock_wait_ms; /* GPU-ms jobs waited for other jobs' timing locks */
 } pk_scheduler_stats;
 
 int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_error *err);

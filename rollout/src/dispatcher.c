@@ -1,8 +1,9 @@
 /* The dispatcher thread: owns the queues and the slot allocators, hands compile stages to
  * idle compile workers and run stages to idle run workers once their GPUs (all at once) or
  * a host slot are granted, and sends every finished job to the server's done_endpoint.
- * Pre-grants (rollout/README.md): when no compiled job waits for GPUs, the oldest GPU job
- * still compiling gets its GPUs if they are idle, and the executor warms its run on them. */
+ * Pre-grants (rollout/README.md): when no compiled job waits for GPUs, the GPU jobs still
+ * compiling get their GPUs, oldest first, while the GPUs have room, and the executor warms
+ * their runs on them. */
 #include "pk_sched_internal.h"
 
 #include <stdio.h>
@@ -25,6 +26,33 @@ static int send_to_worker(pk_scheduler *s, pk_sched_worker *w, const pk_sched_ms
     w->busy = 1; /* never picked again */
     w->job = NULL;
     return PK_ERR_IO;
+}
+
+/* Under s->mu: held time per GPU and the GPUs holding jobs, from the slots' loads. */
+static void sync_held(pk_scheduler *s) {
+    double now = pk_now_ms();
+    int busy = 0;
+    for (int i = 0; i < s->gpu_slots.n_slots; i++) {
+        int load = s->gpu_slots.load[i];
+        busy += load > 0;
+        if (load > s->stats.peak_resident)
+            s->stats.peak_resident = load;
+        if (load > 0 && s->held_since[i] <= 0) {
+            s->held_since[i] = now;
+        } else if (load == 0 && s->held_since[i] > 0) {
+            s->stats.gpu_busy_ms += now - s->held_since[i];
+            s->held_since[i] = 0;
+        }
+    }
+    s->stats.gpus_busy = busy;
+}
+
+/* A GPU job takes (delta 1) or gives back (-1) its GPUs; the slots have been updated. */
+static void note_gpus(pk_scheduler *s, int delta) {
+    pthread_mutex_lock(&s->mu);
+    s->stats.resident_jobs += delta;
+    sync_held(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void finish(pk_scheduler *s, pk_sched_job *j) {
@@ -56,10 +84,8 @@ static void finish(pk_scheduler *s, pk_sched_job *j) {
 static void drop_pregrant(pk_scheduler *s, pk_sched_job *j) {
     if (!j->pregranted)
         return;
-    pk_gpu_slots_release(&s->gpu_slots, j->slots, j->n_slots);
-    pthread_mutex_lock(&s->mu);
-    s->stats.gpus_busy -= j->n_slots;
-    pthread_mutex_unlock(&s->mu);
+    pk_gpu_slots_release_mem(&s->gpu_slots, j->slots, j->n_slots, (uint64_t)j->mem_mb);
+    note_gpus(s, -1);
     j->pregranted = 0;
     j->n_slots = 0;
 }
@@ -164,7 +190,8 @@ static void send_run(pk_scheduler *s, pk_sched_worker *w, pk_sched_job *j, int g
 static void start_runs(pk_scheduler *s) {
     pk_sched_worker *w;
     /* Pre-granted jobs hold their GPUs already. A run worker is always idle for them (there
-     * are as many as GPU plus host slots); the list only covers the moment in between. */
+     * are as many as jobs the GPUs and host slots may hold); the list only covers the moment
+     * in between. */
     while (s->ready_head && (w = idle_worker(s, PK_WORKER_RUN))) {
         pk_sched_job *j = s->ready_head;
         s->ready_head = j->next;
@@ -189,9 +216,10 @@ static void start_runs(pk_scheduler *s) {
         pthread_mutex_lock(&s->mu);
         s->stats.queued_run--;
         s->stats.running++;
-        s->stats.gpus_busy += gpu ? width : 0;
         s->stats.backfilled = s->gpu_slots.backfilled;
         pthread_mutex_unlock(&s->mu);
+        if (gpu)
+            note_gpus(s, 1);
         send_run(s, w, j, gpu);
     }
 }
@@ -210,38 +238,39 @@ static pk_sched_job *oldest_compiling(pk_scheduler *s) {
     return oldest;
 }
 
-/* Pre-grants: only GPUs nobody waits for, so fairness and utilisation are unchanged. */
+/* Pre-grants: only room nobody waits for, so fairness and utilisation are unchanged. With
+ * several jobs per GPU every compiling job is warmed, oldest first, while there is room. */
 static void pregrant(pk_scheduler *s) {
     if (!s->exec.warm)
         return;
     pk_sched_job *j;
     while ((j = oldest_compiling(s))) {
         int slots[PK_GPU_SLOTS_MAX], gpus[PK_SCHED_MAX_GPUS];
-        /* Fails while any compiled job waits for GPUs, or when j's W GPUs are not all idle:
+        /* Fails while any compiled job waits for GPUs, or when j's W GPUs have no room:
          * then j waits like any job (its turn comes when its compile ends). */
-        if (!pk_gpu_slots_take_idle(&s->gpu_slots, j->world_size, slots))
+        if (!pk_gpu_slots_take_idle_mem(&s->gpu_slots, j->world_size, (uint64_t)j->mem_mb, slots))
             return;
         j->warm_tried = 1;
         for (int i = 0; i < j->world_size; i++)
             gpus[i] = s->opts.gpus[slots[i]];
         if (s->exec.warm(s->exec.ctx, &j->task, gpus, j->world_size) != PK_OK) {
-            pk_gpu_slots_release(&s->gpu_slots, slots, j->world_size);
+            pk_gpu_slots_release_mem(&s->gpu_slots, slots, j->world_size, (uint64_t)j->mem_mb);
             continue;
         }
         j->pregranted = 1;
         j->n_slots = j->world_size;
         memcpy(j->slots, slots, (size_t)j->world_size * sizeof *slots);
         pthread_mutex_lock(&s->mu);
-        s->stats.gpus_busy += j->world_size;
         s->stats.pregranted++;
         pthread_mutex_unlock(&s->mu);
+        note_gpus(s, 1);
     }
 }
 
 static void queue_run(pk_scheduler *s, pk_sched_job *j) {
     pk_gpu_slots *pool = j->needs_gpu ? &s->gpu_slots : &s->host_slots;
-    int rc = pk_gpu_slots_request(pool, j->task.ticket, j, j->needs_gpu ? j->world_size : 1,
-                                  j->task.err);
+    int rc = pk_gpu_slots_request_mem(pool, j->task.ticket, j, j->needs_gpu ? j->world_size : 1,
+                                      j->needs_gpu ? (uint64_t)j->mem_mb : 0, j->task.err);
     if (rc) {
         if (j->task.state)
             s->exec.release(s->exec.ctx, &j->task);
@@ -265,8 +294,13 @@ static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) 
     if (was_run) {
         s->stats.running--;
         if (j->needs_gpu) {
-            s->stats.gpus_busy -= j->n_slots;
-            s->stats.gpu_busy_ms += m->busy_ms * j->n_slots;
+            /* What the GPUs did for this job: trials and timing, less the time it waited for
+             * other jobs' timing locks inside them (the runner's own figures). */
+            const pk_stage_times *t = &j->task.res->stages;
+            double kernel = t->run_check_ms + t->run_timing_ms - t->run_lock_wait_ms;
+            s->stats.gpu_kernel_ms += (kernel > 0 ? kernel : 0) * j->n_slots;
+            s->stats.gpu_timing_ms += t->run_timing_ms * j->n_slots;
+            s->stats.gpu_lock_wait_ms += t->run_lock_wait_ms * j->n_slots;
         } else {
             s->stats.host_busy_ms += m->busy_ms;
         }
@@ -276,7 +310,12 @@ static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) 
     }
     pthread_mutex_unlock(&s->mu);
     if (was_run) {
-        pk_gpu_slots_release(j->needs_gpu ? &s->gpu_slots : &s->host_slots, j->slots, j->n_slots);
+        if (j->needs_gpu) {
+            pk_gpu_slots_release_mem(&s->gpu_slots, j->slots, j->n_slots, (uint64_t)j->mem_mb);
+            note_gpus(s, -1);
+        } else {
+            pk_gpu_slots_release(&s->host_slots, j->slots, j->n_slots);
+        }
         finish(s, j);
     } else if (!j->task.run_needed || j->completion->harness_rc) {
         drop_pregrant(s, j); /* the worker's release has ended the warm run */

@@ -1,4 +1,5 @@
-/* All-or-nothing slot allocation, FIFO with bounded backfill (policy in pk_gpu_slots.h). */
+/* All-or-nothing slot allocation with co-residency, FIFO with bounded backfill (policy in
+ * pk_gpu_slots.h). */
 #include "pk_gpu_slots.h"
 
 #include <stdlib.h>
@@ -14,6 +15,15 @@ int pk_gpu_slots_init(pk_gpu_slots *s, int n_slots, int max_bypass, pk_error *er
     s->n_slots = n_slots;
     s->n_free = n_slots;
     s->max_bypass = max_bypass;
+    s->per_slot = 1;
+    return PK_OK;
+}
+
+int pk_gpu_slots_set_capacity(pk_gpu_slots *s, int per_slot, uint64_t mem_cap, pk_error *err) {
+    if (per_slot < 1)
+        return pk_error_set(err, PK_ERR_INVALID, "%d jobs per slot (at least 1)", per_slot);
+    s->per_slot = per_slot;
+    s->mem_cap = mem_cap;
     return PK_OK;
 }
 
@@ -22,7 +32,8 @@ void pk_gpu_slots_destroy(pk_gpu_slots *s) {
     memset(s, 0, sizeof *s);
 }
 
-int pk_gpu_slots_request(pk_gpu_slots *s, uint64_t order, void *item, int width, pk_error *err) {
+int pk_gpu_slots_request_mem(pk_gpu_slots *s, uint64_t order, void *item, int width, uint64_t mem,
+                             pk_error *err) {
     if (width < 1 || width > s->n_slots)
         return pk_error_set(err, PK_ERR_INVALID, "a job needing %d slots cannot run on %d", width,
                             s->n_slots);
@@ -39,34 +50,74 @@ int pk_gpu_slots_request(pk_gpu_slots *s, uint64_t order, void *item, int width,
     while (at > 0 && s->queue[at - 1].order > order)
         at--;
     memmove(&s->queue[at + 1], &s->queue[at], (s->n_queued - at) * sizeof *s->queue);
-    s->queue[at] = (pk_slot_request){.order = order, .item = item, .width = width};
+    s->queue[at] = (pk_slot_request){.order = order, .item = item, .width = width, .mem = mem};
     s->n_queued++;
     return PK_OK;
 }
 
-static void take_slots(pk_gpu_slots *s, int width, int *slots) {
-    int got = 0;
-    for (int i = 0; i < s->n_slots && got < width; i++) {
-        if (!s->busy[i]) {
-            s->busy[i] = 1;
-            slots[got++] = i;
-        }
+int pk_gpu_slots_request(pk_gpu_slots *s, uint64_t order, void *item, int width, pk_error *err) {
+    return pk_gpu_slots_request_mem(s, order, item, width, 0, err);
+}
+
+/* Slot i can take one more job needing mem: below per_slot, and within mem_cap (a job larger
+ * than mem_cap alone on an empty slot). */
+static int room(const pk_gpu_slots *s, int i, uint64_t mem) {
+    if (s->load[i] >= s->per_slot)
+        return 0;
+    if (!s->mem_cap || s->mem[i] + mem <= s->mem_cap)
+        return 1;
+    return s->load[i] == 0 && mem > s->mem_cap;
+}
+
+/* Fills slots with the width least loaded slots that have room (ascending); 0 when fewer. */
+static int choose(const pk_gpu_slots *s, int width, uint64_t mem, int *slots) {
+    int cand[PK_GPU_SLOTS_MAX], n = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        if (room(s, i, mem))
+            cand[n++] = i;
+    if (n < width)
+        return 0;
+    /* Stable selection: fewest jobs first, then the lowest index. */
+    int picked[PK_GPU_SLOTS_MAX] = {0};
+    for (int k = 0; k < width; k++) {
+        int best = -1;
+        for (int c = 0; c < n; c++)
+            if (!picked[c] && (best < 0 || s->load[cand[c]] < s->load[cand[best]]))
+                best = c;
+        picked[best] = 1;
     }
-    s->n_free -= width;
+    int got = 0;
+    for (int c = 0; c < n; c++)
+        if (picked[c])
+            slots[got++] = cand[c];
+    return 1;
+}
+
+static void take(pk_gpu_slots *s, const int *slots, int width, uint64_t mem) {
+    for (int k = 0; k < width; k++) {
+        int i = slots[k];
+        if (s->load[i]++ == 0)
+            s->n_free--;
+        s->mem[i] += mem;
+    }
+    s->granted++;
+}
+
+int pk_gpu_slots_take_idle_mem(pk_gpu_slots *s, int width, uint64_t mem, int *slots) {
+    if (s->n_queued > 0 || width < 1 || width > s->n_slots || !choose(s, width, mem, slots))
+        return 0;
+    take(s, slots, width, mem);
+    return 1;
 }
 
 int pk_gpu_slots_take_idle(pk_gpu_slots *s, int width, int *slots) {
-    if (s->n_queued > 0 || width < 1 || width > s->n_free)
-        return 0;
-    take_slots(s, width, slots);
-    s->granted++;
-    return 1;
+    return pk_gpu_slots_take_idle_mem(s, width, 0, slots);
 }
 
 int pk_gpu_slots_grant(pk_gpu_slots *s, void **item, int *slots, int *width) {
     for (size_t i = 0; i < s->n_queued; i++) {
         pk_slot_request *r = &s->queue[i];
-        if (r->width > s->n_free) {
+        if (!choose(s, r->width, r->mem, slots)) {
             if (r->bypassed >= s->max_bypass)
                 return 0; /* reserved: nothing behind it may go */
             continue;
@@ -77,23 +128,29 @@ int pk_gpu_slots_grant(pk_gpu_slots *s, void **item, int *slots, int *width) {
             s->backfilled++;
         *item = r->item;
         *width = r->width;
-        take_slots(s, r->width, slots);
+        take(s, slots, r->width, r->mem);
         memmove(&s->queue[i], &s->queue[i + 1], (s->n_queued - i - 1) * sizeof *s->queue);
         s->n_queued--;
-        s->granted++;
         return 1;
     }
     return 0;
 }
 
-void pk_gpu_slots_release(pk_gpu_slots *s, const int *slots, int width) {
-    for (int i = 0; i < width; i++) {
-        int k = slots[i];
-        if (k >= 0 && k < s->n_slots && s->busy[k]) {
-            s->busy[k] = 0;
+void pk_gpu_slots_release_mem(pk_gpu_slots *s, const int *slots, int width, uint64_t mem) {
+    for (int k = 0; k < width; k++) {
+        int i = slots[k];
+        if (i < 0 || i >= s->n_slots || s->load[i] == 0)
+            continue;
+        s->mem[i] = s->mem[i] >= mem ? s->mem[i] - mem : 0;
+        if (--s->load[i] == 0) {
+            s->mem[i] = 0;
             s->n_free++;
         }
     }
+}
+
+void pk_gpu_slots_release(pk_gpu_slots *s, const int *slots, int width) {
+    pk_gpu_slots_release_mem(s, slots, width, 0);
 }
 
 int pk_gpu_slots_pop_waiting(pk_gpu_slots *s, void **item) {

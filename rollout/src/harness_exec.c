@@ -3,6 +3,7 @@
  * pk_eval_opts.baseline_us unless remeasure_baseline is set. pk_scheduler_create lives here
  * because it is what ties the scheduler to the harness. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +21,17 @@ typedef struct harness_exec {
     pk_host_info host;
     pk_key_gate gate;        /* compile keys being compiled */
     pthread_mutex_t warm_mu; /* a task's job pointer and warm fields (warm vs compile) */
+    char lock_dir[512];      /* every job's GPU timing locks */
 } harness_exec;
 
 static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, pk_error *err) {
     *world = pk_problem_world_size(p);
     *needs_gpu = pk_problem_needs_gpu(p);
     return PK_OK;
+}
+
+static long device_mb(void *ctx, const pk_problem *p, int world) {
+    return pk_job_device_mb(p, world);
 }
 
 static pk_baseline_key baseline_key(const harness_exec *h, const pk_sched_task *t) {
@@ -68,6 +74,8 @@ static void publish_job(harness_exec *h, pk_sched_task *t, pk_job *job) {
 
 static int compile_stage(harness_exec *h, pk_sched_task *t) {
     pk_eval_result_init(t->res);
+    if (!t->opts.lock_dir) /* jobs share GPUs: timing holds them through the locks */
+        t->opts.lock_dir = h->lock_dir;
     if (baseline_usable(h, t) && !h->remeasure_baseline && t->opts.baseline_us <= 0) {
         pk_baseline_key k = baseline_key(h, t);
         pk_baseline_entry b;
@@ -206,6 +214,15 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
     pk_key_gate_init(&h->gate);
     pthread_mutex_init(&h->warm_mu, NULL);
     pk_host_info_read(&h->host);
+    if (opts && opts->lock_dir)
+        snprintf(h->lock_dir, sizeof h->lock_dir, "%s", opts->lock_dir);
+    else
+        pk_gpu_lock_dir_default(h->lock_dir, sizeof h->lock_dir);
+    /* Memory for co-resident jobs: 90% of what the GPUs have free now (other processes'
+     * allocations included), unless given; not counted when NVML cannot say. */
+    pk_scheduler_opts so = opts ? *opts : (pk_scheduler_opts){0};
+    if (so.gpu_mem_mb == 0 && so.n_gpus > 0)
+        so.gpu_mem_mb = pk_host_gpu_free_mb(so.gpus, so.n_gpus) * 9 / 10;
     int rc = PK_OK;
     if (opts && opts->cache_dir) {
         rc = pk_compile_cache_open(opts->cache_dir, &h->compile_cache, err);
@@ -222,9 +239,10 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
                           .run = run,
                           .release = release,
                           .warm = warm,
+                          .device_mb = device_mb,
                           .free_completion = pk_completion_free,
                           .destroy = destroy};
-    rc = pk_scheduler_create_with_exec(opts, &exec, out, err);
+    rc = pk_scheduler_create_with_exec(opts ? &so : NULL, &exec, out, err);
     /* On failure the scheduler has already destroyed h through exec.destroy. */
     return rc;
 }

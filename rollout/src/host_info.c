@@ -1,4 +1,5 @@
-/* Reads the GPU model and driver from /proc/driver/nvidia and the NCCL version by dlopen. */
+/* Reads the GPU model and driver from /proc/driver/nvidia, the NCCL version by dlopen, and the
+ * GPUs' free memory through NVML (dlopen, so no build or run dependency on the driver). */
 #include "pk_host_info.h"
 
 #include <dirent.h>
@@ -86,4 +87,36 @@ void pk_host_info_read(pk_host_info *out) {
     if (pk_read_file("/proc/cpuinfo", &text, NULL, NULL) == PK_OK)
         field(text, "model name", out->cpu_model, sizeof out->cpu_model);
     free(text);
+}
+
+typedef struct nvml_memory {
+    unsigned long long total, free, used;
+} nvml_memory;
+
+long pk_host_gpu_free_mb(const int *gpus, int n) {
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return 0;
+    int (*init)(void), (*shutdown)(void), (*handle)(unsigned, void **);
+    int (*memory)(void *, nvml_memory *);
+    *(void **)&init = dlsym(lib, "nvmlInit_v2");
+    *(void **)&shutdown = dlsym(lib, "nvmlShutdown");
+    *(void **)&handle = dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&memory = dlsym(lib, "nvmlDeviceGetMemoryInfo");
+    long least = 0;
+    if (init && shutdown && handle && memory && init() == 0) {
+        for (int i = 0; i < n; i++) {
+            void *dev;
+            nvml_memory m = {0, 0, 0};
+            if (handle((unsigned)gpus[i], &dev) != 0 || memory(dev, &m) != 0) {
+                least = 0;
+                break;
+            }
+            long mb = (long)(m.free >> 20);
+            least = i == 0 || mb < least ? mb : least;
+        }
+        shutdown();
+    }
+    dlclose(lib);
+    return least;
 }

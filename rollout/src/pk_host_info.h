@@ -11,5 +11,8 @@ typedef struct pk_host_info {
 } pk_host_info;
 
 void pk_host_info_read(pk_host_info *out);
+/* The smallest free device memory (MiB) among GPUs gpus[0..n) (NVML indices), read through
+ * NVML loaded at run time; 0 when NVML or a GPU is missing. */
+long pk_host_gpu_free_mb(const int *gpus, int n);
 
 #endif

@@ -42,6 +42,9 @@ typedef struct pk_sched_exec {
      * the compile succeeds); release must end a warm run that never ran. Non-zero: not warmed
      * (e.g. the compile is already over); the scheduler takes the GPUs back. */
     int (*warm)(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus);
+    /* Optional (NULL: 0): device memory one job of p at world_size needs on each of its GPUs,
+     * MiB, for co-residency (pk_scheduler_opts.gpu_mem_mb). */
+    long (*device_mb)(void *ctx, const pk_problem *p, int world_size);
     /* Frees a completion the scheduler could not deliver (pk_completion_free for real jobs). */
     void (*free_completion)(pk_completion *c);
     void (*destroy)(void *ctx);

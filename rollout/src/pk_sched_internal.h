@@ -19,6 +19,7 @@ typedef struct pk_sched_job {
     char *launcher;
     int world_size;
     int needs_gpu;
+    long mem_mb; /* on each of its GPUs */
     int n_slots; /* slots held while running */
     int slots[PK_SCHED_MAX_GPUS];
     double t_submit_ms;
@@ -64,6 +65,8 @@ struct pk_scheduler {
     pk_sched_job *ready_head, *ready_tail; /* pre-granted and compiled: run next */
     pk_gpu_slots gpu_slots;
     pk_gpu_slots host_slots;
+    /* Held time per GPU (under mu): since when each GPU holds a job, 0 when it holds none. */
+    double held_since[PK_SCHED_MAX_GPUS];
     pk_sched_worker *workers;
     int n_workers;
     int n_compile_workers;

@@ -12,6 +12,7 @@
 
 #define PK_SCHED_DEFAULT_QUEUE_LIMIT 1024
 #define PK_SCHED_DEFAULT_MAX_BYPASS 4
+#define PK_SCHED_DEFAULT_JOBS_PER_GPU 8
 
 static char *dup_or_null(const char *s) {
     return s ? strdup(s) : NULL;
@@ -56,13 +57,16 @@ static int check_opts(const pk_scheduler_opts *o, pk_error *err) {
     if (o->n_gpus < 0 || o->n_gpus > PK_SCHED_MAX_GPUS)
         return pk_error_set(err, PK_ERR_INVALID, "n_gpus %d is not in 0..%d", o->n_gpus,
                             PK_SCHED_MAX_GPUS);
-    if (o->compile_workers < 0 || o->queue_limit < 0 || o->run_host_slots < 0)
-        return pk_error_set(err, PK_ERR_INVALID, "negative worker, slot or queue count");
+    if (o->compile_workers < 0 || o->queue_limit < 0 || o->run_host_slots < 0 ||
+        o->jobs_per_gpu < 0 || o->jobs_per_gpu > 64)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "negative worker, slot or queue count, or jobs per GPU not in 0..64");
     return PK_OK;
 }
 
 static int start_threads(pk_scheduler *s, pk_error *err) {
-    int n_run = s->opts.n_gpus + s->host_slots.n_slots;
+    /* Every job a GPU may hold can be running at once. */
+    int n_run = s->opts.n_gpus * s->gpu_slots.per_slot + s->host_slots.n_slots;
     s->n_workers = s->n_compile_workers + n_run;
     s->workers = calloc((size_t)s->n_workers, sizeof *s->workers);
     if (!s->workers)
@@ -120,6 +124,10 @@ int pk_scheduler_create_with_exec(const pk_scheduler_opts *opts, const pk_sched_
     s->t_start_ms = pk_now_ms();
     s->stats.gpus_total = opts->n_gpus;
     s->stats.compile_workers = s->n_compile_workers;
+    s->opts.jobs_per_gpu = opts->jobs_per_gpu ? opts->jobs_per_gpu : PK_SCHED_DEFAULT_JOBS_PER_GPU;
+    s->opts.gpu_mem_mb = opts->gpu_mem_mb > 0 ? opts->gpu_mem_mb : 0;
+    s->stats.jobs_per_gpu = s->opts.jobs_per_gpu;
+    s->stats.gpu_mem_mb = s->opts.gpu_mem_mb;
     snprintf(s->submit_ep, sizeof s->submit_ep, "inproc://pk-sched-submit-%p", (void *)s);
     snprintf(s->work_ep, sizeof s->work_ep, "inproc://pk-sched-work-%p", (void *)s);
 
@@ -127,6 +135,9 @@ int pk_scheduler_create_with_exec(const pk_scheduler_opts *opts, const pk_sched_
         rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     if (!rc)
         rc = pk_gpu_slots_init(&s->gpu_slots, opts->n_gpus, bypass, err);
+    if (!rc)
+        rc = pk_gpu_slots_set_capacity(&s->gpu_slots, s->opts.jobs_per_gpu,
+                                       (uint64_t)s->opts.gpu_mem_mb, err);
     if (!rc)
         rc = pk_gpu_slots_init(&s->host_slots, host > PK_GPU_SLOTS_MAX ? PK_GPU_SLOTS_MAX : host, 0,
                                err);
@@ -203,6 +214,7 @@ int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory queueing a job");
     j->world_size = world;
     j->needs_gpu = needs_gpu;
+    j->mem_mb = needs_gpu && s->exec.device_mb ? s->exec.device_mb(s->exec.ctx, p, world) : 0;
 
     pthread_mutex_lock(&s->mu);
     if (!s->accepting) {
@@ -236,7 +248,11 @@ int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source
 void pk_scheduler_get_stats(pk_scheduler *s, pk_scheduler_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
-    out->uptime_ms = pk_now_ms() - s->t_start_ms;
+    double now = pk_now_ms();
+    out->uptime_ms = now - s->t_start_ms;
+    for (int i = 0; i < s->opts.n_gpus; i++) /* GPUs holding a job now: held until now */
+        if (s->held_since[i] > 0)
+            out->gpu_busy_ms += now - s->held_since[i];
     pthread_mutex_unlock(&s->mu);
 }
 

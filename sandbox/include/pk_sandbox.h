@@ -47,9 +47,12 @@ typedef struct pk_sandbox_opts {
     int keep_tail; /* keep the last output_cap bytes of each stream instead of the first */
     /* Optional, read while the command runs: when it holds a value > 0 (pk_now_ms() clock),
      * the command is killed as by the wall limit at that time if that comes first. Lets a
-     * caller start a command early and bound it from a later moment (warm runners). Read
-     * with pk_deadline_load; writers use pk_deadline_store (another thread may be reading). */
+     * caller start a command early and bound it from a later moment (warm runners), or bound
+     * one phase of it (the harness's run watcher). Read afresh every ~20 ms, so it may move
+     * earlier or later (never past wall_ms); 0 again means none. Read with pk_deadline_load;
+     * writers use pk_deadline_store (another thread may be reading). */
     const double *deadline_ms;
+    int nice; /* > 0: the command runs this much nicer than the caller (lower CPU priority) */
 } pk_sandbox_opts;
 
 typedef struct pk_sandbox_result {

@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -278,6 +279,12 @@ static void __attribute__((noreturn)) exec_command(const sb_child_args *a) {
         fail(a, "setrlimit", NULL);
     if (a->set_as && setrlimit(RLIMIT_AS, &a->as))
         fail(a, "setrlimit AS", NULL);
+    if (a->nice > 0) { /* lower priority: always allowed, and inherited by its children */
+        errno = 0;
+        int cur = getpriority(PRIO_PROCESS, 0);
+        if ((cur != -1 || errno == 0) && setpriority(PRIO_PROCESS, 0, cur + a->nice))
+            fail(a, "setpriority", NULL);
+    }
     umask(077); /* what the job writes in its work dir is for the caller only */
     drop_caps(a);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))

@@ -83,6 +83,7 @@ typedef struct sb_child_args {
     int stdin_fd, stdout_fd, stderr_fd;
     struct rlimit cpu, fsize, nofile, nproc, as;
     int set_as;
+    int nice; /* added to the command's nice value (> 0 only) */
 } sb_child_args;
 
 /* What the sandbox's init sends the parent: the command's wait status, or a setup error. */

@@ -147,6 +147,7 @@ static void fill_child_args(sb_job *j, sb_child_args *a, const struct sock_fprog
     a->nofile = (struct rlimit){(rlim_t)j->nofile, (rlim_t)j->nofile};
     a->nproc = (struct rlimit){(rlim_t)j->pids, (rlim_t)j->pids};
     a->set_as = use_as;
+    a->nice = o->nice > 0 ? (o->nice > 19 ? 19 : o->nice) : 0;
     rlim_t as = (rlim_t)o->mem_mb * 1024 * 1024;
     a->as = (struct rlimit){as, as};
 }
@@ -253,10 +254,13 @@ static void feed_stdin(sb_job *j) {
 
 static void supervise(sb_job *j, double start) {
     const pk_sandbox_opts *o = j->opts;
-    double deadline = start + j->wall_ms;
+    const double wall_deadline = start + j->wall_ms;
     int out_open = 1, err_open = 1, st_open = 1, exited = 0;
     while (!exited) {
         double now = pk_now_ms();
+        /* The caller's deadline is read afresh every time: it may move later again (a phase
+         * budget that ended), never past the wall limit. */
+        double deadline = wall_deadline;
         if (o->deadline_ms) {
             double d = pk_deadline_load(o->deadline_ms);
             if (d > 0 && d < deadline)

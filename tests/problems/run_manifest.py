@@ -9,13 +9,18 @@ the directory). Entry keys: file, status (a name or a list of accepted names), a
 rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
 reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing.
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
+PK_MANIFEST_SHARED=1 runs host submissions as jobs sharing one "GPU set": each gets --gpus
+0..world-1 and one --lock-dir, so their trials and timing contend for the same timing locks
+(docs/problems.md, "Sharing GPUs"); the verdicts must be those of running alone.
 """
 import concurrent.futures
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 PKGYM = os.environ.get("PKGYM")
 SRC = os.environ.get("PK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -24,6 +29,14 @@ SRC = os.environ.get("PK_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".
 def problem_device(problem_id):
     with open(os.path.join(SRC, "problems", problem_id, "meta.json")) as f:
         return json.load(f).get("device", "gpu")
+
+
+def problem_world(problem_id):
+    with open(os.path.join(SRC, "problems", problem_id, "meta.json")) as f:
+        return int(json.load(f).get("world_size", 2))
+
+
+SHARED_LOCKS = None  # the lock directory of PK_MANIFEST_SHARED=1
 
 
 def run_one(problem, sol_dir, entry):
@@ -38,6 +51,9 @@ def run_one(problem, sol_dir, entry):
         cmd.append("--skip-timing")
     if os.environ.get("PK_MANIFEST_NO_WARM") == "1":
         cmd.append("--no-warm")  # the run sandbox starts after the compile (cold)
+    if SHARED_LOCKS and problem_device(problem) == "host" and "gpus" not in entry:
+        world = entry.get("world_size") or problem_world(problem)
+        cmd += ["--gpus", ",".join(str(i) for i in range(world)), "--lock-dir", SHARED_LOCKS]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     label = "%s %s%s" % (problem, entry["file"],
                          " (world %d)" % entry["world_size"] if "world_size" in entry else "")
@@ -99,6 +115,10 @@ def main():
         print("no GPU: skipped")
         return 77
     workers = int(os.environ.get("PK_MANIFEST_JOBS", "2"))
+    global SHARED_LOCKS
+    if os.environ.get("PK_MANIFEST_SHARED") == "1":
+        SHARED_LOCKS = tempfile.mkdtemp(prefix="pk-manifest-locks-")
+        workers = max(workers, 3)
     failed = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         for label, errors, res in pool.map(lambda j: run_one(*j), jobs):
@@ -111,7 +131,10 @@ def main():
             else:
                 print("ok   %s -> %s%s%s" % (label, res["status"],
                                             " (%s)" % res["rule"] if res["rule"] else "", extra))
-    print("%d/%d submissions gave the expected verdict" % (len(jobs) - failed, len(jobs)))
+    if SHARED_LOCKS:
+        shutil.rmtree(SHARED_LOCKS, ignore_errors=True)
+    print("%d/%d submissions gave the expected verdict%s" % (
+        len(jobs) - failed, len(jobs), " (sharing one GPU set)" if SHARED_LOCKS else ""))
     return 1 if failed else 0
 
 

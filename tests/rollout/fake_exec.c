@@ -14,6 +14,10 @@ static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, 
     return PK_OK;
 }
 
+static long device_mb(void *ctx, const pk_problem *p, int world) {
+    return ((const fake_stats *)ctx)->mem_mb;
+}
+
 static int compile(void *ctx, pk_sched_task *t) {
     fake_stats *st = ctx;
     pthread_mutex_lock(&st->mu);
@@ -37,9 +41,30 @@ static int compile(void *ctx, pk_sched_task *t) {
     return PK_OK;
 }
 
+static uint64_t mask_of(const int *gpus, int n) {
+    uint64_t m = 0;
+    for (int i = 0; i < n; i++)
+        m |= 1ull << (gpus[i] & 63);
+    return m;
+}
+
+/* Under st->mu: jobs on the GPUs of mask change by delta; more than allowed is double booking. */
+static void hold(fake_stats *st, uint64_t mask, int delta) {
+    int cap = st->max_per_gpu ? st->max_per_gpu : 1;
+    for (int g = 0; g < 64; g++)
+        if (mask >> g & 1) {
+            st->resident[g] += delta;
+            if (st->resident[g] > cap)
+                st->double_booked++;
+            if (st->resident[g] > st->peak_resident)
+                st->peak_resident = st->resident[g];
+        }
+}
+
 static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     fake_stats *st = ctx;
     const fake_problem *fp = (const fake_problem *)t->problem;
+    uint64_t mask = mask_of(gpus, n_gpus);
     pthread_mutex_lock(&st->mu);
     if (st->runs < 4096)
         st->run_order[st->runs] = t->ticket;
@@ -48,31 +73,27 @@ static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     st->runs++;
     if (n_gpus != (fp->needs_gpu ? fp->world_size : 0))
         st->wrong_width++;
-    for (int i = 0; i < n_gpus; i++) {
-        if (st->gpu_users[gpus[i]]++ > 0)
-            st->double_booked++;
-        uint64_t holder = st->warm_holder[gpus[i]];
-        if (holder && holder != t->ticket)
-            st->double_booked++;
-    }
-    if (t->ticket < 4096 && st->warmed[t->ticket]) {
+    if (t->ticket < 4096 && st->warmed[t->ticket] == 1) {
         st->warm_ran++;
-        for (int i = 0; i < n_gpus; i++)
-            if (st->warm_holder[gpus[i]] != t->ticket)
-                st->warm_mismatch++;
-        for (int g = 0; g < 64; g++)
-            if (st->warm_holder[g] == t->ticket)
-                st->warm_holder[g] = 0;
-        st->warmed[t->ticket] = 2; /* ran */
+        if (st->warm_mask[t->ticket] != mask)
+            st->warm_mismatch++;
+        st->warmed[t->ticket] = 2; /* ran: its GPUs are already counted */
+    } else {
+        hold(st, mask, 1);
     }
+    if (++st->running_now > st->peak_running)
+        st->peak_running = st->running_now;
     pthread_mutex_unlock(&st->mu);
     usleep((useconds_t)fp->run_us);
     pthread_mutex_lock(&st->mu);
-    for (int i = 0; i < n_gpus; i++)
-        st->gpu_users[gpus[i]]--;
+    hold(st, mask, -1);
+    st->running_now--;
     pthread_mutex_unlock(&st->mu);
     t->res->status = PK_STATUS_CORRECT;
     t->res->world_size = n_gpus;
+    t->res->stages.run_ms = fp->run_us / 1000.0;
+    t->res->stages.run_check_ms = st->kernel_ms_per_run / 2;
+    t->res->stages.run_timing_ms = st->kernel_ms_per_run / 2;
     return PK_OK;
 }
 
@@ -85,11 +106,8 @@ static int warm(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     } else {
         st->warms++;
         st->warmed[t->ticket] = 1;
-        for (int i = 0; i < n_gpus; i++) {
-            if (st->gpu_users[gpus[i]] > 0 || st->warm_holder[gpus[i]])
-                st->double_booked++;
-            st->warm_holder[gpus[i]] = t->ticket;
-        }
+        st->warm_mask[t->ticket] = mask_of(gpus, n_gpus);
+        hold(st, st->warm_mask[t->ticket], 1);
     }
     pthread_mutex_unlock(&st->mu);
     return rc;
@@ -101,9 +119,7 @@ static void release(void *ctx, pk_sched_task *t) {
     if (t->ticket < 4096 && st->warmed[t->ticket] == 1) {
         st->warm_aborted++;
         st->warmed[t->ticket] = 3; /* aborted */
-        for (int g = 0; g < 64; g++)
-            if (st->warm_holder[g] == t->ticket)
-                st->warm_holder[g] = 0;
+        hold(st, st->warm_mask[t->ticket], -1);
     }
     pthread_mutex_unlock(&st->mu);
     free(t->state);
@@ -124,6 +140,7 @@ void fake_exec_init(fake_stats *st, pk_sched_exec *exec) {
                             .run = run,
                             .release = release,
                             .warm = warm,
+                            .device_mb = device_mb,
                             .free_completion = fake_completion_free};
 }
 

@@ -1,5 +1,5 @@
-/* A test executor: GPUs as plain resources, no harness. It checks that no GPU is ever given
- * to two running jobs and records the order in which runs start. */
+/* A test executor: GPUs as plain resources, no harness. It checks that no GPU ever holds
+ * more jobs (warm or running) than max_per_gpu and records the order in which runs start. */
 #ifndef FAKE_EXEC_H
 #define FAKE_EXEC_H
 
@@ -19,8 +19,13 @@ typedef struct fake_stats {
     int gate_closed; /* compiles wait while set */
     int hold_closed; /* compiles of sources starting "hold" wait while set */
     int compiling_now, compiles, runs;
-    int gpu_users[64];
-    int double_booked;        /* a GPU given to two running jobs at once */
+    int max_per_gpu;   /* jobs a GPU may hold at once (0: 1, exclusive) */
+    int resident[64];  /* jobs holding each GPU: warm or running */
+    int peak_resident; /* most jobs one GPU held at once */
+    int double_booked; /* a GPU given to more jobs than max_per_gpu */
+    int running_now, peak_running;
+    double kernel_ms_per_run; /* reported as the run's check + timing (stats tests) */
+    long mem_mb;              /* what device_mb reports for every job */
     int wrong_width;          /* a run given a GPU count other than its world size */
     uint64_t run_order[4096]; /* tickets in the order runs started */
     /* Event clock: when each ticket's compile ended and its run started (0: never). */
@@ -30,7 +35,7 @@ typedef struct fake_stats {
     /* Pre-grants: warm(), and what became of each warm run. */
     int warms;
     int warmed[4096];         /* ticket was warmed */
-    uint64_t warm_holder[64]; /* GPU -> ticket warmed on it and not yet run or released */
+    uint64_t warm_mask[4096]; /* the GPUs each ticket was warmed on */
     int warm_mismatch;        /* a warmed job ran on GPUs other than its warm ones */
     int warm_aborted;         /* a warmed job released without running (compile failed) */
     int warm_ran;             /* a warmed job ran */

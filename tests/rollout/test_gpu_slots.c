@@ -1,5 +1,6 @@
 /* pk_gpu_slots: all-or-nothing grants, FIFO by arrival, bounded backfill (no starvation),
- * and no deadlock with mixed widths, with slots as plain resources. */
+ * and no deadlock with mixed widths, with slots as plain resources; co-residency: jobs per
+ * slot and memory per slot, least loaded slots first, an oversized job alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -181,6 +182,146 @@ static void test_random_mixed_widths(void **state) {
     pk_gpu_slots_destroy(&s);
 }
 
+/* Two jobs per GPU: two 2-GPU jobs hold both GPUs at once, a third waits for one of them. */
+static void test_jobs_per_slot(void **state) {
+    pk_gpu_slots s;
+    int a[8], b[8], c[8], w;
+    uintptr_t id;
+    assert_int_equal(pk_gpu_slots_init(&s, 2, 4, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_set_capacity(&s, 2, 0, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_set_capacity(&s, 0, 0, NULL), PK_ERR_INVALID);
+    for (uintptr_t k = 1; k <= 3; k++)
+        assert_int_equal(pk_gpu_slots_request(&s, k, (void *)k, 2, NULL), PK_OK);
+    assert_int_equal(grant(&s, &id, a, &w), 1);
+    assert_int_equal(grant(&s, &id, b, &w), 1);
+    assert_int_equal(id, 2);
+    assert_int_equal(b[0], 0);
+    assert_int_equal(b[1], 1);
+    assert_int_equal(s.load[0], 2);
+    assert_int_equal(s.n_free, 0);
+    assert_int_equal(grant(&s, &id, c, &w), 0); /* full: 2 jobs on each GPU */
+    pk_gpu_slots_release(&s, a, 2);
+    assert_int_equal(grant(&s, &id, c, &w), 1);
+    assert_int_equal(id, 3);
+    pk_gpu_slots_release(&s, b, 2);
+    pk_gpu_slots_release(&s, c, 2);
+    assert_int_equal(s.n_free, 2);
+    assert_int_equal(s.load[0] + s.load[1], 0);
+    pk_gpu_slots_destroy(&s);
+}
+
+/* Memory per slot: a job that fits by count waits until memory is free; 1-slot jobs go to
+ * the least loaded slots; a job larger than a slot's memory runs alone. */
+static void test_memory_and_spreading(void **state) {
+    pk_gpu_slots s;
+    int x[8], y[8], z[8], big[8], w;
+    uintptr_t id;
+    assert_int_equal(pk_gpu_slots_init(&s, 2, 4, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_set_capacity(&s, 8, 100, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_request_mem(&s, 1, (void *)1, 1, 60, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_request_mem(&s, 2, (void *)2, 1, 60, NULL), PK_OK);
+    assert_int_equal(grant(&s, &id, x, &w), 1);
+    assert_int_equal(grant(&s, &id, y, &w), 1);
+    assert_true(x[0] != y[0]); /* spread over the two GPUs */
+    assert_int_equal(pk_gpu_slots_request_mem(&s, 3, (void *)3, 2, 30, NULL), PK_OK);
+    assert_int_equal(grant(&s, &id, z, &w), 1); /* 60 + 30 <= 100 on both */
+    assert_int_equal(s.mem[0], 90);
+    assert_int_equal(pk_gpu_slots_request_mem(&s, 4, (void *)4, 1, 20, NULL), PK_OK);
+    assert_int_equal(grant(&s, &id, z + 2, &w), 0); /* 90 + 20 > 100 everywhere */
+    pk_gpu_slots_release_mem(&s, z, 2, 30);
+    assert_int_equal(s.mem[0], 60);
+    assert_int_equal(grant(&s, &id, z, &w), 1);
+    assert_int_equal(id, 4);
+    pk_gpu_slots_release_mem(&s, z, 1, 20);
+    pk_gpu_slots_release_mem(&s, x, 1, 60);
+    pk_gpu_slots_release_mem(&s, y, 1, 60);
+    assert_int_equal(s.n_free, 2);
+    /* Larger than a slot: alone, and nothing joins it while it runs. */
+    assert_int_equal(pk_gpu_slots_request_mem(&s, 5, (void *)5, 2, 500, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_request_mem(&s, 6, (void *)6, 1, 10, NULL), PK_OK);
+    assert_int_equal(grant(&s, &id, big, &w), 1);
+    assert_int_equal(id, 5);
+    assert_int_equal(grant(&s, &id, x, &w), 0);
+    pk_gpu_slots_release_mem(&s, big, 2, 500);
+    assert_int_equal(grant(&s, &id, x, &w), 1);
+    /* Pre-grants take room only when nobody waits. */
+    assert_int_equal(pk_gpu_slots_take_idle_mem(&s, 2, 50, y), 1);
+    assert_int_equal(pk_gpu_slots_take_idle_mem(&s, 2, 50, y), 0); /* 10 + 50 + 50 > 100 */
+    assert_int_equal(pk_gpu_slots_request_mem(&s, 7, (void *)7, 1, 10, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_take_idle_mem(&s, 1, 10, z), 0); /* 7 waits... */
+    assert_int_equal(grant(&s, &id, z, &w), 1);                    /* ... and fits */
+    pk_gpu_slots_destroy(&s);
+}
+
+/* Random widths and memory with 3 jobs and 100 units per slot: capacity is never exceeded,
+ * every request is granted, and none is passed by more than max_bypass later ones. */
+static void test_random_coresident(void **state) {
+    enum { N = 3000, SLOTS = 4, PER = 3 };
+    static sim_job jobs[N];
+    static uint64_t mems[N];
+    memset(jobs, 0, sizeof jobs);
+    const int max_bypass = 3;
+    pk_gpu_slots s;
+    assert_int_equal(pk_gpu_slots_init(&s, SLOTS, max_bypass, NULL), PK_OK);
+    assert_int_equal(pk_gpu_slots_set_capacity(&s, PER, 100, NULL), PK_OK);
+    int load[SLOTS] = {0}, running[N], n_running = 0, submitted = 0, finished = 0, peak = 0;
+    uint64_t mem[SLOTS] = {0};
+    srand(777);
+    while (finished < N) {
+        if (submitted < N && rand() % 3) {
+            jobs[submitted].width = 1 + rand() % SLOTS;
+            mems[submitted] = (uint64_t)(10 + rand() % 60);
+            assert_int_equal(pk_gpu_slots_request_mem(&s, (uint64_t)submitted,
+                                                      (void *)(uintptr_t)(submitted + 1),
+                                                      jobs[submitted].width, mems[submitted], NULL),
+                             PK_OK);
+            submitted++;
+        }
+        void *item;
+        int slots[8], w;
+        while (pk_gpu_slots_grant(&s, &item, slots, &w)) {
+            int k = (int)((uintptr_t)item - 1);
+            for (int i = 0; i < w; i++) {
+                load[slots[i]]++;
+                mem[slots[i]] += mems[k];
+                assert_true(load[slots[i]] <= PER && mem[slots[i]] <= 100);
+                assert_true(i == 0 || slots[i] > slots[i - 1]);
+                peak = load[slots[i]] > peak ? load[slots[i]] : peak;
+            }
+            for (int o = 0; o < k; o++)
+                if (!jobs[o].granted)
+                    jobs[o].passed_by++;
+            memcpy(jobs[k].slots, slots, sizeof slots);
+            jobs[k].granted = 1;
+            running[n_running++] = k;
+        }
+        if (n_running == 0) {
+            assert_int_equal(s.n_queued, 0);
+            if (submitted == N)
+                break;
+            continue;
+        }
+        if (rand() % 2 || submitted == N) {
+            int r = rand() % n_running, k = running[r];
+            running[r] = running[--n_running];
+            for (int i = 0; i < jobs[k].width; i++) {
+                load[jobs[k].slots[i]]--;
+                mem[jobs[k].slots[i]] -= mems[k];
+            }
+            pk_gpu_slots_release_mem(&s, jobs[k].slots, jobs[k].width, mems[k]);
+            finished++;
+        }
+    }
+    for (int k = 0; k < N; k++) {
+        assert_true(jobs[k].granted);
+        assert_true(jobs[k].passed_by <= max_bypass);
+    }
+    assert_true(peak > 1); /* jobs did share slots */
+    for (int i = 0; i < SLOTS; i++)
+        assert_true(s.load[i] == 0 && s.mem[i] == 0);
+    pk_gpu_slots_destroy(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_or_nothing),
@@ -188,6 +329,9 @@ int main(void) {
         cmocka_unit_test(test_backfill_then_reservation),
         cmocka_unit_test(test_invalid_and_pop),
         cmocka_unit_test(test_random_mixed_widths),
+        cmocka_unit_test(test_jobs_per_slot),
+        cmocka_unit_test(test_memory_and_spreading),
+        cmocka_unit_test(test_random_coresident),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,12 @@
 /* The scheduler with a fake executor (GPUs as plain resources): every job of mixed world
- * sizes completes (no deadlock), no GPU is shared, a wide job is not starved by a stream of
- * narrow ones, full queues answer overloaded, compile errors skip the run, harness failures
- * and shutdown cancellations are reported; within the shutdown grace queued work still
- * compiles and runs, after it only a stage already running finishes. Pre-grants: only the oldest
- * compiling job, only on idle GPUs, never while a compiled job waits; its run gets the warmed GPUs,
- * and a compile error gives them back. */
+ * sizes completes (no deadlock), a wide job is not starved by a stream of narrow ones, full
+ * queues answer overloaded, compile errors skip the run, harness failures and shutdown
+ * cancellations are reported; within the shutdown grace queued work still compiles and runs,
+ * after it only a stage already running finishes. Pre-grants: only the oldest compiling job,
+ * only on idle GPUs, never while a compiled job waits; its run gets the warmed GPUs, and a
+ * compile error gives them back. Sharing GPUs: up to jobs_per_gpu jobs at once and within
+ * gpu_mem_mb, every compiling job warmed while there is room, held time and kernel-busy time
+ * reported apart. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +28,8 @@ typedef struct fixture {
     pk_scheduler *s;
 } fixture;
 
-static fixture *start(int n_gpus, int compile_workers, int queue_limit) {
+static fixture *start_opts(int n_gpus, int compile_workers, int queue_limit, int per_gpu,
+                           long mem_mb) {
     static int seq;
     fixture *f = calloc(1, sizeof *f);
     char ep[64];
@@ -38,16 +41,25 @@ static fixture *start(int n_gpus, int compile_workers, int queue_limit) {
     assert_int_equal(zmq_bind(f->done_pull, ep), 0);
     pk_sched_exec exec;
     fake_exec_init(&f->st, &exec);
+    f->st.max_per_gpu = per_gpu;
+    f->st.kernel_ms_per_run = 3;
     pk_scheduler_opts o = {.zmq_ctx = f->zctx,
                            .done_endpoint = ep,
                            .compile_workers = compile_workers,
                            .n_gpus = n_gpus,
-                           .queue_limit = queue_limit};
+                           .queue_limit = queue_limit,
+                           .jobs_per_gpu = per_gpu,
+                           .gpu_mem_mb = mem_mb};
     for (int i = 0; i < n_gpus; i++)
         o.gpus[i] = 10 + i; /* device ids need not be slot indices */
     pk_error err;
     assert_int_equal(pk_scheduler_create_with_exec(&o, &exec, &f->s, &err), PK_OK);
     return f;
+}
+
+/* One job per GPU: the tests of exclusive scheduling. */
+static fixture *start(int n_gpus, int compile_workers, int queue_limit) {
+    return start_opts(n_gpus, compile_workers, queue_limit, 1, 0);
 }
 
 static pk_completion *next_done(fixture *f) {
@@ -409,6 +421,81 @@ static void test_pregrant_compile_error_gives_gpus_back(void **state) {
     stop(f);
 }
 
+/* Three jobs per GPU: 2-GPU jobs run three at a time, never four; the GPUs are held for
+ * about the wall time (not three times it), and the kernel-busy time is what the runs
+ * reported, apart from it. */
+static void test_coresident_runs(void **state) {
+    fixture *f = start_opts(2, 2, 0, 3, 0);
+    fake_problem p = {2, 1, 100000};
+    enum { N = 24 };
+    double t0 = pk_now_ms();
+    for (int i = 0; i < N; i++)
+        submit_ok(f, &p, "ok");
+    for (int i = 0; i < N; i++) {
+        pk_completion *c = next_done(f);
+        assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+        fake_completion_free(c);
+    }
+    double wall = pk_now_ms() - t0;
+    assert_int_equal(f->st.double_booked, 0);
+    assert_int_equal(f->st.peak_resident, 3);
+    assert_int_equal(f->st.peak_running, 3);
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.jobs_per_gpu, 3);
+    assert_int_equal(ss.peak_resident, 3);
+    assert_int_equal(ss.resident_jobs, 0);
+    assert_int_equal(ss.gpus_busy, 0);
+    /* Held: at most wall x 2 GPUs (co-resident jobs do not add up), at least the runs'. */
+    assert_true(ss.gpu_busy_ms <= 2 * wall + 1);
+    assert_true(ss.gpu_busy_ms >= 2 * (N / 3) * 100.0);
+    assert_true(ss.gpu_kernel_ms == N * 3.0 * 2);
+    assert_true(ss.gpu_timing_ms == N * 1.5 * 2);
+    stop(f);
+}
+
+/* Memory per GPU bounds co-residency below jobs_per_gpu: 40 MiB jobs, 100 MiB per GPU. */
+static void test_memory_bounds_coresidency(void **state) {
+    fixture *f = start_opts(2, 2, 0, 8, 100);
+    f->st.mem_mb = 40;
+    fake_problem p = {2, 1, 50000};
+    for (int i = 0; i < 12; i++)
+        submit_ok(f, &p, "ok");
+    for (int i = 0; i < 12; i++)
+        fake_completion_free(next_done(f));
+    assert_int_equal(f->st.peak_resident, 2);
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.gpu_mem_mb, 100);
+    assert_int_equal(ss.peak_resident, 2);
+    stop(f);
+}
+
+/* With room for several jobs, every compiling job is warmed, not only the oldest. */
+static void test_pregrant_every_job_with_room(void **state) {
+    fixture *f = start_opts(2, 3, 0, 4, 0);
+    fake_problem p = {2, 1, 1000};
+    fake_exec_set_hold(&f->st, 1);
+    uint64_t t[3];
+    for (int i = 0; i < 3; i++)
+        t[i] = submit_ok(f, &p, "hold");
+    assert_true(wait_for(f, &f->st.warms, 3));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(warmed(f, t[i]), 1);
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.pregranted, 3);
+    assert_int_equal(ss.resident_jobs, 3);
+    assert_int_equal(ss.gpus_busy, 2);
+    fake_exec_set_hold(&f->st, 0);
+    for (int i = 0; i < 3; i++)
+        fake_completion_free(next_done(f));
+    assert_int_equal(f->st.warm_ran, 3);
+    assert_int_equal(f->st.warm_mismatch, 0);
+    assert_int_equal(f->st.double_booked, 0);
+    stop(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_world_sizes),
@@ -423,6 +510,9 @@ int main(void) {
         cmocka_unit_test(test_pregrant_oldest_only),
         cmocka_unit_test(test_no_pregrant_while_compiled_job_waits),
         cmocka_unit_test(test_pregrant_compile_error_gives_gpus_back),
+        cmocka_unit_test(test_coresident_runs),
+        cmocka_unit_test(test_memory_bounds_coresidency),
+        cmocka_unit_test(test_pregrant_every_job_with_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,9 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,6 +70,53 @@ static void stdin_is_fed(void **state) {
     o.stdin_data = NULL; /* /dev/null */
     r = run_sh(&o, "wc -c");
     assert_int_equal(atoi(r.out), 0);
+    pk_sandbox_result_free(&r);
+}
+
+/* The caller's deadline (pk_sandbox_opts.deadline_ms) is read afresh: moved later before it
+ * fires, it no longer ends the job; moved earlier, it does. */
+static double moving_deadline;
+
+static void *move_deadline_later(void *arg) {
+    (void)arg;
+    usleep(100 * 1000);
+    pk_deadline_store(&moving_deadline, pk_now_ms() + 5000);
+    return NULL;
+}
+
+static void deadline_moves_both_ways(void **state) {
+    (void)state;
+    pk_sandbox_opts o = {0};
+    o.wall_ms = 10000;
+    o.deadline_ms = &moving_deadline;
+    pk_deadline_store(&moving_deadline, pk_now_ms() + 400);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, move_deadline_later, NULL), 0);
+    pk_sandbox_result r = run_sh(&o, "sleep 1");
+    pthread_join(t, NULL);
+    assert_int_equal(r.status, PK_SB_OK); /* 400 ms had been moved to 5 s before it came */
+    pk_sandbox_result_free(&r);
+    pk_deadline_store(&moving_deadline, pk_now_ms() + 300);
+    r = run_sh(&o, "sleep 5");
+    assert_int_equal(r.status, PK_SB_TIMEOUT);
+    assert_true(r.wall_ms < 3000);
+    pk_sandbox_result_free(&r);
+}
+
+/* pk_sandbox_opts.nice: the command (and what it starts) runs nicer than the caller. */
+static void nice_lowers_priority(void **state) {
+    (void)state;
+    errno = 0;
+    int mine = getpriority(PRIO_PROCESS, 0);
+    pk_sandbox_opts o = {0};
+    o.nice = 7;
+    pk_sandbox_result r = run_sh(&o, "nice");
+    assert_int_equal(r.status, PK_SB_OK);
+    assert_int_equal(atoi(r.out), mine + 7 > 19 ? 19 : mine + 7);
+    pk_sandbox_result_free(&r);
+    o.nice = 0;
+    r = run_sh(&o, "nice");
+    assert_int_equal(atoi(r.out), mine);
     pk_sandbox_result_free(&r);
 }
 
@@ -217,6 +267,8 @@ int main(void) {
         cmocka_unit_test(exit_code_and_streams),
         cmocka_unit_test(stdin_is_fed),
         cmocka_unit_test(output_is_capped_not_fatal),
+        cmocka_unit_test(deadline_moves_both_ways),
+        cmocka_unit_test(nice_lowers_priority),
         cmocka_unit_test(environment_default_and_forced),
         cmocka_unit_test(caller_fds_are_not_inherited),
         cmocka_unit_test(missing_paths_are_setup_errors),

@@ -87,6 +87,10 @@ static void send_heartbeat(worker_loop *l) {
         (json_int_t)st.done, "compile_hits", (json_int_t)st.compile_cache_hits, "compile_misses",
         (json_int_t)st.compile_cache_misses, "baseline_hits", (json_int_t)st.baseline_cache_hits,
         "stale_results_dropped", (json_int_t)l->stale);
+    /* GPUs held and kernel-busy apart (rollout/README.md, "Sharing GPUs"). */
+    json_object_set_new(load, "gpu_kernel_ms", json_real(st.gpu_kernel_ms));
+    json_object_set_new(load, "gpu_timing_ms", json_real(st.gpu_timing_ms));
+    json_object_set_new(load, "resident_jobs", json_integer(st.resident_jobs));
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     if (pk_wire_pack_heartbeat(&sb, load) == PK_OK)
