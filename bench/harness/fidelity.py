@@ -7,8 +7,9 @@ Prints, as Markdown:
   - 10 full checks of collectives/allreduce correct.cu: speedup median and CV, candidate and
     reference medians, timed calls verified;
   - 5 checks of the reference timed against itself (1.00 +- 0.02 expected);
-  - the wall time of a full `pkgym check` (compile, trials, timing) with this tree and the old
-    one, interleaved (ABAB...), 5 each, and their ratio (target: at most 1.05).
+  - the wall time of a full `pkgym check` (compile, trials, timing) with this tree (as shipped,
+    and with the runner's old CUDA/NCCL teardown) and the old one, interleaved, 5 each, and the
+    ratios (target: at most 1.05).
 """
 import json
 import os
@@ -22,10 +23,11 @@ OLD = sys.argv[1] if len(sys.argv) > 1 else None
 SOL = "problems/collectives/allreduce/solutions/correct.cu"
 
 
-def check(pkgym, *args):
+def check(pkgym, *args, env=None):
     t0 = time.time()
     p = subprocess.run([pkgym, "check", "--json", "--problem", "collectives/allreduce"] +
-                       list(args), capture_output=True, text=True, timeout=180)
+                       list(args), capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, **(env or {})))
     wall = time.time() - t0
     if p.returncode != 0:
         sys.exit("pkgym check failed: " + p.stderr[-400:])
@@ -64,24 +66,33 @@ def main():
                                                            max(self_speedups)))
     if not OLD:
         return
-    new_w, old_w, new_t, old_t = [], [], [], []
+    # Three trees interleaved (ABCABC...): this one as shipped (the runner exits without
+    # tearing CUDA and NCCL down, #13), this one with the old teardown (like for like with the
+    # old tree: the cost of #12's checks alone), and the tree before #12.
+    variants = (("new", PKGYM, {}), ("new, teardown", PKGYM, {"PKGYM_RUNNER_TEARDOWN": "1"}),
+                ("old", OLD, {}))
+    walls = {v[0]: [] for v in variants}
+    stages = {v[0]: [] for v in variants}
     for i in range(5):
-        for pkgym, walls, stages in ((PKGYM, new_w, new_t), (OLD, old_w, old_t)):
-            r, wall = check(pkgym, SOL)
-            walls.append(wall)
-            stages.append(r["stages"])
-    print("## Cost: full `pkgym check` wall time, this tree vs the tree before #12 (ABAB, 5 each)\n")
-    print("| tree | median wall s | median run ms | median timing ms | median check ms | median total ms |")
-    print("|---|---|---|---|---|---|")
-    for name, walls, st in (("new", new_w, new_t), ("old", old_w, old_t)):
-        print("| %s | %.3f | %.0f | %.0f | %.0f | %.0f |" % (
-            name, statistics.median(walls), statistics.median(s["run_ms"] for s in st),
-            statistics.median(s["run_timing_ms"] for s in st),
-            statistics.median(s["run_check_ms"] for s in st),
-            statistics.median(s["total_ms"] for s in st)))
-    print("\nratio new/old of median wall: %.4f (target <= 1.05)" % (
-        statistics.median(new_w) / statistics.median(old_w)))
+        for name, pkgym, env in variants:
+            r, wall = check(pkgym, SOL, env=env)
+            walls[name].append(wall)
+            stages[name].append(r["stages"])
+    print("## Cost: full `pkgym check` wall time, this tree vs the tree before #12 (interleaved, 5 each)\n")
+    print("| tree | median wall s | run ms | setup ms | check ms | timing ms | verify ms | teardown ms | total ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
 
+    def med(name, key):
+        xs = [s.get(key) for s in stages[name] if s.get(key) is not None]
+        return "%.0f" % statistics.median(xs) if xs else "-"
+    for name, _, _ in variants:
+        print("| %s | %.3f | %s |" % (name, statistics.median(walls[name]), " | ".join(
+            med(name, k) for k in ("run_ms", "run_setup_ms", "run_check_ms", "run_timing_ms",
+                                   "run_verify_ms", "run_teardown_ms", "total_ms"))))
+    old_wall = statistics.median(walls["old"])
+    print("\nratio of median wall to the old tree's: teardown like for like %.4f, as shipped %.4f "
+          "(target <= 1.05)" % (statistics.median(walls["new, teardown"]) / old_wall,
+                                statistics.median(walls["new"]) / old_wall))
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,7 @@ the directory). Entry keys: file, status (a name or a list of accepted names), a
 rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
 reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing.
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
+PK_MANIFEST_SAVE_DIR=DIR keeps each result as DIR/<suite>_<id>_<file>.json (bench tables).
 PK_MANIFEST_SHARED=1 runs host submissions as jobs sharing one "GPU set": each gets --gpus
 0..world-1 and one --lock-dir, so their trials and timing contend for the same timing locks
 (docs/problems.md, "Sharing GPUs"); the verdicts must be those of running alone.
@@ -60,6 +61,12 @@ def run_one(problem, sol_dir, entry):
     if proc.returncode != 0:
         return label, ["pkgym check exited %d: %s" % (proc.returncode, proc.stderr[-500:])], None
     res = json.loads(proc.stdout)
+    save = os.environ.get("PK_MANIFEST_SAVE_DIR")
+    if save:
+        os.makedirs(save, exist_ok=True)
+        name = "%s_%s.json" % (problem.replace("/", "_"), os.path.splitext(entry["file"])[0])
+        with open(os.path.join(save, name), "w") as f:
+            f.write(proc.stdout)
     errors = []
     statuses = entry["status"] if isinstance(entry["status"], list) else [entry["status"]]
     if res["status"] not in statuses:
