@@ -12,7 +12,7 @@ world=${XC_WORLD:-2}
 work=$(mktemp -d /tmp/pkb-xc.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 : >"$work/cuda" ; : >"$work/cpu"
-for a in "$here"/adapters/*.py; do
+for a in "$here"/adapters/[!_]*.py; do # _*.py: shared helpers
     id=$(basename "$a" .py)
     problem=${id/_//}
     [ -n "${XC_ONLY:-}" ] && ! echo "$problem" | grep -Eq "$XC_ONLY" && continue

@@ -323,6 +323,11 @@ static void gpu_use_timed_stream(rn_backend *b, int on) {
     g_state.cur = on ? timed_stream : g_state.harness;
 }
 
+static void *gpu_current_stream(rn_backend *b) {
+    (void)b;
+    return (void *)g_state.cur;
+}
+
 static int gpu_equal(rn_backend *b, const void *x, const void *y, size_t bytes, int *eq) {
     if (bytes == 0) {
         *eq = 1;
@@ -541,6 +546,7 @@ extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
     b->check_guards = gpu_check_guards;
     b->flush_l2 = gpu_flush_l2;
     b->use_timed_stream = gpu_use_timed_stream;
+    b->current_stream = gpu_current_stream;
     b->setup_arena = gpu_setup_arena;
     b->to_host = gpu_to_host;
     b->rms = gpu_rms;

@@ -48,7 +48,22 @@ static int write_manifest(rank_state *rs) {
     return fclose(f) ? -1 : 0;
 }
 
-int rn_dump_trial(rank_state *rs, int trial, rank_step *st) {
+/* The call's params (meta.json "params" may depend on the trial): t<trial>_params.json. */
+static int write_params(rank_state *rs, int trial, int slot) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/t%d_params.json", rs->o->dump_dir, trial);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{");
+    for (int i = 0; i < rs->p->n_params; i++)
+        fprintf(f, "%s\"%s\": %.17g", i ? ", " : "", rs->p->params[i].name,
+                rs->slot_params[slot][i]);
+    fprintf(f, "}\n");
+    return fclose(f) ? -1 : 0;
+}
+
+int rn_dump_trial(rank_state *rs, int trial, int slot, rank_step *st) {
     char path[1024];
     const char *dir = rs->o->dump_dir;
     for (int i = 0; i < rs->p->n_args; i++) {
@@ -67,5 +82,7 @@ int rn_dump_trial(rank_state *rs, int trial, rank_step *st) {
     }
     if (rs->ctx.rank == 0 && trial == 0 && write_manifest(rs))
         return rn_fail(st, "cannot write the dump manifest in %s", dir);
+    if (rs->ctx.rank == 0 && write_params(rs, trial, slot))
+        return rn_fail(st, "cannot write the trial's params in %s", dir);
     return 0;
 }

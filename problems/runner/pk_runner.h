@@ -120,6 +120,8 @@ typedef struct rn_backend {
                         uint64_t seed, rn_guard_hit *hit);
     int (*flush_l2)(struct rn_backend *b); /* evicts the L2 (GPU; no-op on the host) */
     void (*use_timed_stream)(struct rn_backend *b, int on);
+    /* The stream the operations above go to now (NULL: no streams, the host backend). */
+    void *(*current_stream)(struct rn_backend *b);
     int (*sync)(struct rn_backend *b); /* waits for all work of this rank; reports errors */
     /* Waits for ctx->stream only (NULL: sync), so unjoined side streams stay unfinished. */
     int (*sync_stream)(struct rn_backend *b, pk_ctx *ctx);
@@ -295,6 +297,8 @@ int rn_call_candidate(rank_state *rs, const pk_problem_call *c);
 int rn_fail(rank_step *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Fresh inputs of call key `key` in `slot` (harness stream, waits). */
 int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st);
+/* The module's generate() for call key `key` in `slot`, on the backend's current stream. */
+int rn_module_generate(rank_state *rs, int slot, int key);
 /* Checks every guard zone; a violation goes into st. */
 int rn_check_guards(rank_state *rs, rank_step *st);
 /* One full correctness trial on fresh inputs of `key` in `slot`. */
@@ -307,7 +311,7 @@ int rn_read_seed(rn_opts *o);
 
 /* --dump: one trial's inputs and reference outputs on this rank; rank 0 also writes the
  * manifest. */
-int rn_dump_trial(rank_state *rs, int trial, rank_step *st);
+int rn_dump_trial(rank_state *rs, int trial, int slot, rank_step *st);
 
 /* gpu_lock.c: rank 0 takes the job's GPU locks in mode (RN_LOCK_SHARED, RN_LOCK_EXCLUSIVE),
  * every rank waits for it; 0: the phase may run, else st says why not. Without a lock dir, or

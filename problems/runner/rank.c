@@ -40,6 +40,20 @@ void rn_make_call(rank_state *rs, int slot, int ref_outputs, pk_problem_call *c)
     memcpy(c->params, rs->slot_params[slot], sizeof c->params);
 }
 
+/* generate() is given the stream the harness's own generation went to, not ctx->stream (the
+ * timed stream): on another stream it would race with the inputs it builds on, and what
+ * follows on the harness stream would not wait for it. */
+int rn_module_generate(rank_state *rs, int slot, int key) {
+    pk_problem_call c;
+    rn_make_call(rs, slot, 0, &c);
+    pk_ctx gen_ctx = rs->ctx;
+    void *stream = rs->b.current_stream ? rs->b.current_stream(&rs->b) : NULL;
+    if (stream)
+        gen_ctx.stream = (cudaStream_t)stream;
+    c.ctx = &gen_ctx;
+    return rs->mod->generate(&c, rs->o->seed, key);
+}
+
 int rn_set_slot_key(rank_state *rs, int slot, int key) {
     pk_error err;
     rs->slot_key[slot] = key;
@@ -189,11 +203,8 @@ int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st) {
             rc = rs->b.generate(&rs->b, dst, a->dtype, rs->sz.counts[i], rn_arg_key(rs, key, i),
                                 &rs->gen[i]);
     }
-    if (!rc && rs->mod->generate) { /* problem-specific inputs, enqueued on ctx->stream */
-        pk_problem_call c;
-        rn_make_call(rs, slot, 0, &c);
-        rc = rs->mod->generate(&c, rs->o->seed, key);
-    }
+    if (!rc && rs->mod->generate) /* problem-specific inputs */
+        rc = rn_module_generate(rs, slot, key);
     if (!rc)
         rc = rs->b.sync(&rs->b);
     for (int i = 0; i < rs->p->n_args && !rc; i++) {
@@ -295,7 +306,7 @@ int rn_check_trial(rank_state *rs, int key, int slot, rank_step *st) {
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", trial);
     if (compare_outputs(rs, slot, st))
         return -1;
-    if (rs->o->dump_dir && trial >= 0 && rn_dump_trial(rs, trial, st))
+    if (rs->o->dump_dir && trial >= 0 && rn_dump_trial(rs, trial, slot, st))
         return -1;
     return rn_check_guards(rs, st);
 }
@@ -383,8 +394,8 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
     } else if (!load_module(rs, st)) {
         /* --lock-setup (measurements): the arena's and buffers' GPU work holds them shared. */
         int lock = rs->o->lock_setup ? RN_LOCK_SHARED : RN_LOCK_NONE;
-        ready = rn_gpu_phase_begin(rs, lock, st) == 0 && !setup_buffers(rs, st) &&
-                !init_module(rs, st);
+        ready =
+            rn_gpu_phase_begin(rs, lock, st) == 0 && !setup_buffers(rs, st) && !init_module(rs, st);
         rn_gpu_phase_end(rs);
     }
     st->arena_ms = pk_now_ms() - t_arena;

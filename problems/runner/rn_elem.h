@@ -68,9 +68,8 @@ static inline PK_HD uint8_t rn_f64_to_fp8(double v) {
     double a = fabs(v);
     if (a >= 464.0) /* the midpoint between 448 and the next step */
         return (uint8_t)(sign | 0x7e);
-    if (a < 0.015625) { /* below 2^-6: subnormal, in steps of 2^-9 (8 steps reach 2^-6) */
+    if (a < 0.015625) /* below 2^-6: subnormal, in steps of 2^-9 (8 steps reach 2^-6) */
         return (uint8_t)(sign | (uint8_t)rint(a * 512.0));
-    }
     int ex;
     double fr = frexp(a, &ex); /* a = fr 2^ex, fr in [0.5, 1) */
     int e = ex - 1, q = (int)rint((2.0 * fr - 1.0) * 8.0);

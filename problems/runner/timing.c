@@ -33,11 +33,8 @@ static int regen_inputs(rank_state *rs, int slot, int key) {
             rc = rs->b.generate(&rs->b, rn_arg_ptr(rs, slot, i), a->dtype, rs->sz.counts[i],
                                 rn_arg_key(rs, key, i), &rs->gen[i]);
     }
-    if (!rc && rs->mod->generate) {
-        pk_problem_call c;
-        rn_make_call(rs, slot, 0, &c);
-        rc = rs->mod->generate(&c, rs->o->seed, key);
-    }
+    if (!rc && rs->mod->generate)
+        rc = rn_module_generate(rs, slot, key);
     return rc;
 }
 

@@ -6,6 +6,7 @@ comparison with PKB's output can differ where the top-p cut is ambiguous, and -i
 must be compared as equal infinities. With fp64 inputs PKB's cumsum runs in fp64 (no bf16
 rounding), so its decisions are those of exact arithmetic, not a bound on the reference's."""
 PKB_REFERENCE = "82_vocab_parallel_log_prob_topk.py"
+ATOL, RTOL = 1e-5, 1e-5  # the output's tolerance in meta.json
 TOP_K, TOP_P = 10, 0.9
 
 
@@ -14,3 +15,14 @@ def run(pkb, inputs, dims, world, rank, fp64=False):
     logits = inputs["logits"].view(b, s, v // world)
     out = pkb.solution(logits, inputs["target"].view(b, s), None, TOP_K, TOP_P)
     return {"out": out.reshape(-1)}
+
+
+def compare(name, ref, got, inputs, dims, world, rank):
+    """Element by element (adapters/_topk_compare.py), at the output's own tolerance."""
+    import importlib.util
+    import os
+    spec = importlib.util.spec_from_file_location(
+        "topk_compare", os.path.join(os.path.dirname(__file__), "_topk_compare.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.compare(ref, got, ATOL, RTOL)

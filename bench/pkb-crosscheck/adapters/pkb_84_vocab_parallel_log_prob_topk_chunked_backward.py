@@ -4,6 +4,7 @@ solution(vocab_parallel_logits (batch, seq, vocab/W), target (batch, seq), grad_
 fp32 gradient shard. Checked by problem.cu's check() (admissible kept sets); an element-wise
 comparison with PKB's output differs on tokens whose top-p cut is ambiguous."""
 PKB_REFERENCE = "84_vocab_parallel_log_prob_topk_chunked_backward.py"
+ATOL, RTOL = 1e-6, 1e-4  # the output's tolerance in meta.json
 TOP_K, TOP_P = 10, 0.9
 
 
@@ -14,3 +15,14 @@ def run(pkb, inputs, dims, world, rank, fp64=False):
     out = pkb.solution(logits, inputs["target"].view(b, s), go, None, TOP_K, TOP_P,
                        dims["chunk"])
     return {"grad_logits": out.reshape(-1)}
+
+
+def compare(name, ref, got, inputs, dims, world, rank):
+    """Element by element (adapters/_topk_compare.py), at the output's own tolerance."""
+    import importlib.util
+    import os
+    spec = importlib.util.spec_from_file_location(
+        "topk_compare", os.path.join(os.path.dirname(__file__), "_topk_compare.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.compare(ref, got, ATOL, RTOL)
