@@ -253,7 +253,6 @@ int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
         free(w);
         return pk_error_set(err, PK_ERR_SYSTEM, "cannot start the warm run's thread");
     }
-    w->started = 1;
     job->warm = w;
     return PK_OK;
 }
