@@ -303,15 +303,6 @@ static void test_marker_states(void **state) {
 }
 
 /* The runner's phase: rank 0 takes the locks and no rank runs the phase before it holds. */
-int rn_fail(rank_step *st, const char *fmt, ...) {
-    st->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->msg, sizeof st->msg, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static void test_phase_waits_for_rank0(void **state) {
     int g[2] = {0, 1};
     pid_t w = spawn_holder(&g[1], 1, RN_LOCK_EXCLUSIVE, 300, 0, NULL);
