@@ -10,6 +10,7 @@
 #include "pk_baseline_cache.h"
 #include "pk_broker_internal.h"
 #include "pk_remote_socket.h"
+#include "pk_submit_stop.h"
 
 #define DEFAULT_QUEUE_LIMIT 1024
 #define DEFAULT_WORKER_WAIT_S 120.0
@@ -56,9 +57,13 @@ static void *open_socket(pk_broker *b, int type, const char *ep, int bind, pk_er
         pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
         return NULL;
     }
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero);
+    if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero) ||
+        zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero)) {
+        pk_error_set(err, PK_ERR_SYSTEM, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return NULL;
+    }
     if ((bind ? zmq_bind(s, ep) : zmq_connect(s, ep)) != 0) {
         pk_error_set(err, PK_ERR_IO, "%s %s: %s", bind ? "bind" : "connect", ep,
                      zmq_strerror(zmq_errno()));
@@ -415,10 +420,8 @@ void pk_broker_shutdown(pk_broker *b, int grace_ms) {
     pthread_mutex_lock(&b->mu);
     int was = b->accepting;
     b->accepting = 0;
-    if (was && b->thread_started) {
-        uint64_t stop[2] = {0, (uint64_t)(grace_ms > 0 ? grace_ms : 0)};
-        zmq_send(b->submit_push, stop, sizeof stop, 0);
-    }
+    if (was && b->thread_started)
+        pk_submit_send_stop(b->submit_push, grace_ms, "broker");
     pthread_mutex_unlock(&b->mu);
     if (b->thread_started) {
         pthread_join(b->thread, NULL);
