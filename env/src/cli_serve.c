@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pk_env.h"
+#include "pk_cli_args.h"
 #include "server.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -79,16 +80,7 @@ static void usage(FILE *f) {
 }
 
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "pkgym serve: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
-                v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return pk_arg_long("serve", opt, v, lo, hi, out);
 }
 
 static int parse_gpus(const char *v, pk_server_opts *o) {
@@ -110,15 +102,7 @@ static int parse_gpus(const char *v, pk_server_opts *o) {
 }
 
 static int parse_positive(const char *opt, const char *v, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v || !(x > 0) || x > 1e12) {
-        fprintf(stderr, "pkgym serve: %s wants a positive number, got '%s'\n", opt, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return pk_arg_positive("serve", opt, v, "number", out);
 }
 
 /* Returns 0, 1 for --help, -1 on a bad option. */

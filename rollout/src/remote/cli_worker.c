@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_cli_args.h"
 #include "pk_worker.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -48,14 +49,9 @@ static void usage(FILE *f) {
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "pkgym worker: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
-                v);
+    long x;
+    if (pk_arg_long("worker", opt, v, lo, hi, &x))
         return -1;
-    }
     *out = (int)x;
     return 0;
 }
