@@ -5,16 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pk_env.h"
 #include "pk_cli_args.h"
+#include "pk_env.h"
+#include "pk_stop_signals.h"
 #include "server.h"
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -217,23 +211,13 @@ int pk_cmd_serve(int argc, char **argv) {
     }
     /* Block the stop signals while the ZeroMQ and scheduler threads start, so they inherit the
      * mask and only this thread (the poll loop) sees SIGINT/SIGTERM. */
-    sigset_t stop_set, old;
-    sigemptyset(&stop_set);
-    sigaddset(&stop_set, SIGINT);
-    sigaddset(&stop_set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_set, &old);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sigset_t old;
+    volatile sig_atomic_t *stop_requested = pk_stop_signals_catch(&old);
 
     pk_server *s = calloc(1, sizeof *s);
     pk_error err;
     pk_error_clear(&err);
-    int rc = s ? pk_server_init(s, &o, &stop_requested, &err) : PK_ERR_NOMEM;
+    int rc = s ? pk_server_init(s, &o, stop_requested, &err) : PK_ERR_NOMEM;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         fprintf(stderr, "pkgym serve: %s\n", s ? err.message : "out of memory");
