@@ -2,7 +2,7 @@
  * Threads: one dispatcher, compile workers, run workers; all talk through ZeroMQ inproc
  * sockets of the server's context (dispatcher.c, worker.c). */
 #include "pk_sched_internal.h"
-#include "pk_submit_stop.h"
+#include "pk_submit_queue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,10 +226,8 @@ int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source
                          s->in_flight, s->opts.queue_limit);
     } else {
         j->task.ticket = j->completion->ticket = s->next_ticket;
-        uint64_t ptr = (uint64_t)(uintptr_t)j;
-        if (zmq_send(s->submit_push, &ptr, sizeof ptr, 0) != (int)sizeof ptr) {
-            rc = pk_error_set(err, PK_ERR_IO, "queueing the job: %s", zmq_strerror(zmq_errno()));
-        } else {
+        rc = pk_submit_send_job(s->submit_push, j, err);
+        if (!rc) {
             s->next_ticket++;
             s->in_flight++;
             s->stats.queued_compile++;
