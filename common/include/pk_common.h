@@ -59,6 +59,7 @@ void pk_strbuf_free(pk_strbuf *sb);
 
 /* Clocks. */
 double pk_now_ms(void);      /* monotonic, milliseconds */
+double pk_now_us(void);      /* monotonic, microseconds */
 double pk_wall_time_s(void); /* seconds since the epoch */
 uint64_t pk_now_ns(void);    /* monotonic, nanoseconds */
 

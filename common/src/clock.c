@@ -12,6 +12,10 @@ double pk_now_ms(void) {
     return (double)pk_now_ns() / 1e6;
 }
 
+double pk_now_us(void) {
+    return (double)pk_now_ns() / 1e3;
+}
+
 double pk_wall_time_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -5,15 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_cli_args.h"
 #include "pk_env.h"
+#include "pk_stop_signals.h"
 #include "server.h"
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -79,16 +74,7 @@ static void usage(FILE *f) {
 }
 
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "pkgym serve: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
-                v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return pk_arg_long("serve", opt, v, lo, hi, out);
 }
 
 static int parse_gpus(const char *v, pk_server_opts *o) {
@@ -110,15 +96,7 @@ static int parse_gpus(const char *v, pk_server_opts *o) {
 }
 
 static int parse_positive(const char *opt, const char *v, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v || !(x > 0) || x > 1e12) {
-        fprintf(stderr, "pkgym serve: %s wants a positive number, got '%s'\n", opt, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return pk_arg_positive("serve", opt, v, "number", out);
 }
 
 /* Returns 0, 1 for --help, -1 on a bad option. */
@@ -233,23 +211,13 @@ int pk_cmd_serve(int argc, char **argv) {
     }
     /* Block the stop signals while the ZeroMQ and scheduler threads start, so they inherit the
      * mask and only this thread (the poll loop) sees SIGINT/SIGTERM. */
-    sigset_t stop_set, old;
-    sigemptyset(&stop_set);
-    sigaddset(&stop_set, SIGINT);
-    sigaddset(&stop_set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_set, &old);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sigset_t old;
+    volatile sig_atomic_t *stop_requested = pk_stop_signals_catch(&old);
 
     pk_server *s = calloc(1, sizeof *s);
     pk_error err;
     pk_error_clear(&err);
-    int rc = s ? pk_server_init(s, &o, &stop_requested, &err) : PK_ERR_NOMEM;
+    int rc = s ? pk_server_init(s, &o, stop_requested, &err) : PK_ERR_NOMEM;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         fprintf(stderr, "pkgym serve: %s\n", s ? err.message : "out of memory");

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct gpu_state {
     cudaStream_t harness; // the harness's own copies and checks, never ctx->stream
@@ -403,12 +402,6 @@ static int gpu_sync_stream(rn_backend *b, pk_ctx *ctx) {
     return 0;
 }
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogue)(void *, int),
                           void *arg, int iters, double *us, double *host_total_us,
                           double *stream_total_us) {
@@ -417,7 +410,7 @@ static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogu
     if (iters <= 0)
         return 0;
     CU(b, cudaDeviceSynchronize());
-    double start = now_us();
+    double start = pk_now_us();
     for (int i = 0; i < iters; i++) {
         CU(b, cudaEventRecord(g_state.ev[2 * i], timed_stream));
         int rc = call(arg, i);
@@ -432,7 +425,7 @@ static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogu
         }
     }
     CU(b, cudaDeviceSynchronize()); // also waits for work the candidate left on other streams
-    *host_total_us = now_us() - start;
+    *host_total_us = pk_now_us() - start;
     for (int i = 0; i < iters; i++) {
         float ms = 0;
         CU(b, cudaEventElapsedTime(&ms, g_state.ev[2 * i], g_state.ev[2 * i + 1]));

@@ -6,13 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static void *host_alloc(rn_backend *b, size_t bytes) {
     (void)b;
@@ -160,11 +153,11 @@ static int host_sync(rn_backend *b) {
 static int host_time_calls(rn_backend *b, int (*call)(void *arg, int i),
                            int (*epilogue)(void *arg, int i), void *arg, int iters, double *us,
                            double *host_total_us, double *stream_total_us) {
-    double start = now_us();
+    double start = pk_now_us();
     for (int i = 0; i < iters; i++) {
-        double t0 = now_us();
+        double t0 = pk_now_us();
         int rc = call(arg, i);
-        us[i] = now_us() - t0;
+        us[i] = pk_now_us() - t0;
         if (rc) {
             snprintf(b->error, sizeof b->error, "call returned %d during timing", rc);
             return -1;
@@ -174,7 +167,7 @@ static int host_time_calls(rn_backend *b, int (*call)(void *arg, int i),
             return -1;
         }
     }
-    *host_total_us = *stream_total_us = now_us() - start;
+    *host_total_us = *stream_total_us = pk_now_us() - start;
     return 0;
 }
 

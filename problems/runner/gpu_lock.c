@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "rn_gpu_lock.h"
 
+#include "pk_common.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,14 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-static double mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 const char *rn_gpu_lock_state_name(int mode, int waiting) {
     if (mode == RN_LOCK_SHARED)
@@ -117,7 +112,7 @@ static int lock_fd(int fd, int op) {
 int rn_gpu_locks_acquire(rn_gpu_locks *l, int mode, char *err, int cap) {
     if (l->held)
         rn_gpu_locks_release(l);
-    double t0 = mono_ms();
+    double t0 = pk_now_ms();
     write_marker(l, mode, 1, t0);
     for (int i = 0; i < l->n; i++) {
         /* Writer: turnstile, lock, let the turnstile go (new readers queue behind it while
@@ -135,11 +130,11 @@ int rn_gpu_locks_acquire(rn_gpu_locks *l, int mode, char *err, int cap) {
                      strerror(errno));
             for (int k = i - 1; k >= 0; k--)
                 lock_fd(l->lock_fd[k], LOCK_UN);
-            write_marker(l, RN_LOCK_NONE, 0, mono_ms());
+            write_marker(l, RN_LOCK_NONE, 0, pk_now_ms());
             return -1;
         }
     }
-    l->held_since = mono_ms();
+    l->held_since = pk_now_ms();
     l->wait_ms += l->held_since - t0;
     l->held = mode;
     write_marker(l, mode, 0, l->held_since);
@@ -151,7 +146,7 @@ void rn_gpu_locks_release(rn_gpu_locks *l) {
         return;
     for (int i = l->n - 1; i >= 0; i--)
         lock_fd(l->lock_fd[i], LOCK_UN);
-    double now = mono_ms();
+    double now = pk_now_ms();
     if (l->held == RN_LOCK_SHARED && now - l->held_since > l->longest_shared_ms)
         l->longest_shared_ms = now - l->held_since;
     l->held = RN_LOCK_NONE;

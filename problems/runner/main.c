@@ -57,7 +57,7 @@ static int parse(int argc, char **argv, rn_opts *o) {
         } else if (!strcmp(a, "--lock-setup")) {
             o->lock_setup = 1;
         } else if (!strcmp(a, "--lock-ids") && v) {
-            o->n_lock_ids = rn_gpu_lock_ids_parse(argv[++i], o->lock_ids, 16);
+            o->n_lock_ids = rn_gpu_lock_ids_parse(argv[++i], o->lock_ids, RN_LOCK_MAX);
             if (o->n_lock_ids < 0)
                 return -1;
         } else if (!strcmp(a, "--reference-as-candidate")) {

@@ -9,6 +9,7 @@
 #include "pk_harness.h"
 #include "pk_problem_module.h"
 #include "pk_problem_spec.h"
+#include "rn_gpu_lock.h"
 #include "rn_values.h"
 
 #ifdef __cplusplus
@@ -47,7 +48,7 @@ typedef struct rn_opts {
     int wait_go;
     /* Per-GPU timing locks (rn_gpu_lock.h): the directory and the job's GPUs; none when NULL. */
     const char *lock_dir;
-    int lock_ids[16], n_lock_ids;
+    int lock_ids[RN_LOCK_MAX], n_lock_ids;
     int teardown; /* free CUDA/NCCL resources before exit (default: exit right after the result) */
     int lock_setup; /* the arena's and buffers' setup holds the GPU locks shared */
 } rn_opts;

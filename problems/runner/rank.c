@@ -6,7 +6,6 @@
 
 #include <dlfcn.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,15 +65,6 @@ int rn_set_slot_key(rank_state *rs, int slot, int key) {
 
 int rn_call_candidate(rank_state *rs, const pk_problem_call *c) {
     return rs->o->reference_as_candidate ? rs->mod->reference(c) : rs->mod->invoke(rs->cand_fn, c);
-}
-
-int rn_fail(rank_step *st, const char *fmt, ...) {
-    st->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->msg, sizeof st->msg, fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 /* Shares every rank's step; returns the first failing rank, -1 if none, -2 if the exchange

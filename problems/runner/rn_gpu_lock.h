@@ -36,7 +36,7 @@ typedef struct rn_gpu_locks {
     char marker[512]; /* "" : no marker */
     unsigned seq;
     double wait_ms;           /* total time spent waiting for the locks */
-    double held_since;        /* when the current hold began (CLOCK_MONOTONIC ms) */
+    double held_since;        /* when the current hold began (pk_now_ms, CLOCK_MONOTONIC) */
     double longest_shared_ms; /* the longest shared hold so far */
 } rn_gpu_locks;
 

@@ -78,7 +78,7 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err) {
     argv[n] = NULL;
     const char *env[] = {"PATH=" PK_CUDA_BIN ":/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", NULL};
     pk_sandbox_opts so = {0};
-    so.wall_ms = job->opts.compile_timeout_ms ? job->opts.compile_timeout_ms : 120000;
+    so.wall_ms = pk_compile_timeout_ms(&job->opts);
     so.workdir = job->dir;
     so.env = env;
     so.ro = job->ro;

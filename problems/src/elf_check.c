@@ -1,12 +1,11 @@
 /* Symbol checks on the compiled candidate with libelf (.dynsym only: what the loader sees). */
+#include "pk_elf_file.h"
 #include "pk_harness_internal.h"
 
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Undefined symbols every candidate may use: CUDA runtime and its registration stubs, libm,
  * libc memory functions, stdio output, and the C++ runtime bits nvcc emits. */
@@ -172,18 +171,11 @@ static void classify(const pk_problem *p, const char *name, int defined, int is_
 }
 
 int pk_elf_check(const char *so_path, const pk_problem *p, pk_eval_result *res, pk_error *err) {
-    if (elf_version(EV_CURRENT) == EV_NONE)
-        return pk_error_set(err, PK_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
-    int fd = open(so_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return pk_error_errno(err, PK_ERR_IO, "open %s", so_path);
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-    if (!e || elf_kind(e) != ELF_K_ELF) {
-        if (e)
-            elf_end(e);
-        close(fd);
-        return pk_error_set(err, PK_ERR_INVALID, "%s: not an ELF object", so_path);
-    }
+    pk_elf_file f;
+    int rc = pk_elf_file_open(so_path, &f, err);
+    if (rc)
+        return rc;
+    Elf *e = f.elf;
     offenders interp = {0}, forbidden = {0}, unknown = {0};
     int has_entry = 0, has_dynsym = 0;
     Elf_Scn *scn = NULL;
@@ -208,8 +200,7 @@ int pk_elf_check(const char *so_path, const pk_problem *p, pk_eval_result *res, 
             classify(p, name, defined, type == STT_FUNC, &interp, &forbidden, &unknown, &has_entry);
         }
     }
-    elf_end(e);
-    close(fd);
+    pk_elf_file_close(&f);
     if (!has_dynsym)
         return pk_error_set(err, PK_ERR_INVALID, "%s: no dynamic symbol table", so_path);
 

@@ -5,14 +5,13 @@
  * a linear sweep can be led astray by a jump into the middle of an instruction, a byte scan
  * cannot. The price is a possible false match inside an immediate operand (none in the
  * shipped examples; docs/sandbox.md). */
+#include "pk_elf_file.h"
 #include "pk_harness_internal.h"
 
-#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 static const struct {
     unsigned char b0, b1;
@@ -31,17 +30,14 @@ static long find_raw_syscall(const unsigned char *data, size_t n, const char **w
 }
 
 int pk_elf_scan_syscalls(const char *so_path, pk_eval_result *res, pk_error *err) {
-    if (elf_version(EV_CURRENT) == EV_NONE)
-        return pk_error_set(err, PK_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
-    int fd = open(so_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return pk_error_errno(err, PK_ERR_IO, "open %s", so_path);
-    Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+    pk_elf_file f;
+    int rc = pk_elf_file_open(so_path, &f, err);
+    if (rc)
+        return rc;
+    Elf *e = f.elf;
     size_t shstrndx = 0;
-    if (!e || elf_kind(e) != ELF_K_ELF || elf_getshdrstrndx(e, &shstrndx) != 0) {
-        if (e)
-            elf_end(e);
-        close(fd);
+    if (elf_getshdrstrndx(e, &shstrndx) != 0) {
+        pk_elf_file_close(&f);
         return pk_error_set(err, PK_ERR_INVALID, "%s: not an ELF object", so_path);
     }
     char found[160] = "";
@@ -75,8 +71,7 @@ int pk_elf_scan_syscalls(const char *so_path, pk_eval_result *res, pk_error *err
             base += data->d_size;
         }
     }
-    elf_end(e);
-    close(fd);
+    pk_elf_file_close(&f);
     pk_eval_result_add_check(res, "symbols.raw_syscalls", !found[0], "%s",
                              found[0] ? found : "none");
     if (found[0] && res->status != PK_STATUS_REJECTED && res->status != PK_STATUS_FORMAT_ERROR) {

@@ -40,10 +40,6 @@ static int write_seed(const pk_job *job, pk_job_launch *l, pk_error *err) {
     return ok ? PK_OK : pk_error_errno(err, PK_ERR_IO, "cannot write %s", l->seed_path);
 }
 
-static int run_timeout_ms(const pk_job *job) {
-    return job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
-}
-
 /* The GPU locks this run takes (docs/problems.md, "Sharing GPUs"): a GPU problem its GPUs, a
  * host problem the gpus it was given (none by default). Makes the files and binds each one
  * read-write into the sandbox, so a job can neither remove nor replace another GPU's lock. */
@@ -158,9 +154,9 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     }
     l->env_add[n_env] = NULL;
     pk_sandbox_opts *so = &l->so;
-    so->wall_ms = job->opts.run_timeout_ms ? job->opts.run_timeout_ms : 60000;
+    so->wall_ms = pk_run_timeout_ms(&job->opts);
     if (warm) /* covers the wait for the compile; pk_job_run then bounds the run itself */
-        so->wall_ms += job->opts.compile_timeout_ms ? job->opts.compile_timeout_ms : 120000;
+        so->wall_ms += pk_compile_timeout_ms(&job->opts);
     so->workdir = job->dir;
     so->env_add = l->env_add;
     so->ro = job->ro;
@@ -188,7 +184,7 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
         l->argv[n++] = l->lock_ids;
         /* Waits for other jobs' locks are credited, up to one more run limit (job_watch.c);
          * the watcher's deadline enforces the run limit itself. */
-        so->wall_ms += run_timeout_ms(job);
+        so->wall_ms += pk_run_timeout_ms(&job->opts);
     }
     l->argv[n] = NULL;
     return PK_OK;
@@ -249,7 +245,7 @@ int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
     w->launch.so.deadline_ms = &w->deadline;
     w->t_start = pk_now_ms();
     /* No watcher thread: no phase budgets, the wall limit still holds. */
-    pk_run_watch_start(&w->watch, job->p, run_timeout_ms(job), job->dir, w->launch.locked,
+    pk_run_watch_start(&w->watch, job->p, pk_run_timeout_ms(&job->opts), job->dir, w->launch.locked,
                        &w->deadline);
     if (pthread_create(&w->thread, NULL, warm_main, w) != 0) {
         pk_run_watch_stop(&w->watch);
@@ -257,7 +253,6 @@ int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
         free(w);
         return pk_error_set(err, PK_ERR_SYSTEM, "cannot start the warm run's thread");
     }
-    w->started = 1;
     job->warm = w;
     return PK_OK;
 }
@@ -344,7 +339,8 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     pk_sandbox_result sr;
     pk_run_watch watch;
     double deadline = 0;
-    pk_run_watch_start(&watch, job->p, run_timeout_ms(job), job->dir, l->locked, &deadline);
+    pk_run_watch_start(&watch, job->p, pk_run_timeout_ms(&job->opts), job->dir, l->locked,
+                       &deadline);
     if (l->locked) { /* the run limit (plus lock-wait credit) is the watcher's deadline */
         l->so.deadline_ms = &deadline;
         pk_run_watch_set_base(&watch, pk_now_ms());

@@ -24,7 +24,6 @@ typedef struct pk_job_launch {
 
 /* A run started ahead of its compile (pk_job_warm). */
 typedef struct pk_job_warm_state {
-    int started; /* the thread runs pk_harness_spawn */
     pthread_t thread;
     pk_job_launch launch;
     double deadline;      /* > 0: the run's wall limit counted from go; pk_deadline_load/store */

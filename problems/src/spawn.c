@@ -100,9 +100,10 @@ static int spawn_direct(const pk_sandbox_opts *o, char *const argv[], pk_sandbox
     setpgid(pid, pid);
     close(out_p[1]);
     close(err_p[1]);
-    size_t cap = o->output_cap ? o->output_cap : (1u << 20);
+    size_t cap = o->output_cap ? o->output_cap : PK_SANDBOX_DEFAULT_OUTPUT_CAP;
     capture cs[2] = {{out_p[0], {0}, cap, 0}, {err_p[0], {0}, cap, 0}};
-    int wall = o->wall_ms ? o->wall_ms : 60000, status = 0, timed_out = 0, reaped = 0;
+    int wall = o->wall_ms > 0 ? o->wall_ms : PK_SANDBOX_DEFAULT_WALL_MS, status = 0, timed_out = 0,
+        reaped = 0;
     while (!reaped) {
         struct pollfd pf[2];
         int n = 0;

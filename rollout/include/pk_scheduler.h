@@ -30,9 +30,8 @@ typedef struct pk_scheduler_opts {
     int remeasure_baseline; /* time the reference on every step instead of caching it */
     double baseline_max_cv; /* a cached baseline with a higher CV is measured again; 0: 0.1 */
     double baseline_max_age_s; /* ... and one older than this; 0: 86400 */
-    /* Added by the rollout engine (zero keeps the defaults): */
-    int run_host_slots; /* concurrent runs of host problems; 0: compile_workers */
-    int max_bypass;     /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
+    int run_host_slots;        /* concurrent runs of host problems; 0: compile_workers */
+    int max_bypass; /* later GPU jobs that may go ahead of a waiting one; 0: 4, -1: none */
     /* Sharing GPUs (rollout/README.md): jobs resident on one GPU at once (setup and trials
      * overlap; timing holds the GPU alone through the per-GPU timing locks). 0: 8; 1: a job
      * has its GPUs to itself. */
@@ -69,7 +68,6 @@ typedef struct pk_scheduler_stats {
     /* Summed over GPUs since start: time a GPU held at least one job (its process start-up,
      * waits and exit included). What the GPUs did meanwhile is gpu_kernel_ms. */
     double gpu_busy_ms;
-    /* Added by the rollout engine: */
     int compile_workers;
     double compile_busy_ms; /* summed over compile workers since start */
     double host_busy_ms;    /* runs of host problems, summed over host slots */

@@ -5,6 +5,7 @@
  * compiling get their GPUs, oldest first, while the GPUs have room, and the executor warms
  * their runs on them. */
 #include "pk_sched_internal.h"
+#include "pk_submit_queue.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -335,23 +336,22 @@ static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) 
 }
 
 static void read_submits(pk_scheduler *s) {
-    for (;;) {
-        uint64_t buf[2];
-        int n = zmq_recv(s->submit_pull, buf, sizeof buf, ZMQ_DONTWAIT);
-        if (n < 0)
-            return;
-        if (n == (int)sizeof buf[0] && buf[0]) {
-            pk_sched_job *j = (pk_sched_job *)(uintptr_t)buf[0];
+    void *job;
+    double grace_ms;
+    int kind;
+    while ((kind = pk_submit_recv(s->submit_pull, &job, &grace_ms)) != PK_SUBMIT_NONE) {
+        if (kind == PK_SUBMIT_JOB) {
+            pk_sched_job *j = job;
             j->next = NULL;
             if (s->compile_tail)
                 s->compile_tail->next = j;
             else
                 s->compile_head = j;
             s->compile_tail = j;
-        } else if (n == (int)sizeof buf && !s->stopping) {
+        } else if (!s->stopping) {
             /* Work goes on until the deadline (pk_sched_dispatcher_main). */
             s->stopping = 1;
-            s->stop_deadline_ms = pk_now_ms() + (double)buf[1];
+            s->stop_deadline_ms = pk_now_ms() + grace_ms;
         }
     }
 }

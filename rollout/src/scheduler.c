@@ -2,8 +2,8 @@
  * Threads: one dispatcher, compile workers, run workers; all talk through ZeroMQ inproc
  * sockets of the server's context (dispatcher.c, worker.c). */
 #include "pk_sched_internal.h"
+#include "pk_submit_queue.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,10 +226,8 @@ int pk_scheduler_submit(pk_scheduler *s, const pk_problem *p, const char *source
                          s->in_flight, s->opts.queue_limit);
     } else {
         j->task.ticket = j->completion->ticket = s->next_ticket;
-        uint64_t ptr = (uint64_t)(uintptr_t)j;
-        if (zmq_send(s->submit_push, &ptr, sizeof ptr, 0) != (int)sizeof ptr) {
-            rc = pk_error_set(err, PK_ERR_IO, "queueing the job: %s", zmq_strerror(zmq_errno()));
-        } else {
+        rc = pk_submit_send_job(s->submit_push, j, err);
+        if (!rc) {
             s->next_ticket++;
             s->in_flight++;
             s->stats.queued_compile++;
@@ -262,17 +260,8 @@ void pk_scheduler_shutdown(pk_scheduler *s, int grace_ms) {
     pthread_mutex_lock(&s->mu);
     int was_accepting = s->accepting;
     s->accepting = 0;
-    if (was_accepting && s->dispatcher_started && s->submit_push) {
-        /* A zero job pointer tells the dispatcher to stop; grace travels with it. */
-        uint64_t stop[2] = {0, (uint64_t)(grace_ms > 0 ? grace_ms : 0)};
-        /* An unbounded inproc queue to a bound PULL: nothing but a signal can fail it. */
-        int sent;
-        while ((sent = zmq_send(s->submit_push, stop, sizeof stop, 0)) < 0 && zmq_errno() == EINTR)
-            ;
-        if (sent != (int)sizeof stop)
-            fprintf(stderr, "pkgym scheduler: cannot tell the dispatcher to stop: %s\n",
-                    zmq_strerror(zmq_errno()));
-    }
+    if (was_accepting && s->dispatcher_started && s->submit_push)
+        pk_submit_send_stop(s->submit_push, grace_ms, "scheduler");
     pthread_mutex_unlock(&s->mu);
     if (s->dispatcher_started) {
         pthread_join(s->dispatcher, NULL);

@@ -11,6 +11,10 @@
 extern "C" {
 #endif
 
+/* What pk_sandbox_opts fields left 0 mean (also for the harness's unsandboxed debug runs). */
+#define PK_SANDBOX_DEFAULT_WALL_MS 60000
+#define PK_SANDBOX_DEFAULT_OUTPUT_CAP (1024 * 1024)
+
 typedef enum pk_sb_status {
     PK_SB_OK = 0,       /* exited 0 */
     PK_SB_EXIT,         /* exited non-zero */
@@ -24,13 +28,13 @@ typedef enum pk_sb_status {
 const char *pk_sb_status_name(pk_sb_status s); /* "ok", "exit", "signal", ... */
 
 typedef struct pk_sandbox_opts {
-    int wall_ms;       /* enforced from outside; 0: 60000 */
+    int wall_ms;       /* enforced from outside; 0: PK_SANDBOX_DEFAULT_WALL_MS */
     int cpu_ms;        /* RLIMIT_CPU, summed over the tree by cgroup where possible; 0: none */
     long mem_mb;       /* memory cgroup limit where the host allows it; 0: none */
     int pids;          /* pids cgroup / RLIMIT_NPROC; 0: 256 */
     long fsize_mb;     /* RLIMIT_FSIZE; 0: 256 */
     int nofile;        /* RLIMIT_NOFILE; 0: 1024 */
-    size_t output_cap; /* bytes kept of each of stdout and stderr; 0: 1 MiB */
+    size_t output_cap; /* bytes kept of stdout and of stderr; 0: PK_SANDBOX_DEFAULT_OUTPUT_CAP */
     const int *gpus;   /* GPU indices whose /dev/nvidiaN nodes are bound (plus control nodes) */
     int n_gpus;
     const char *const *ro; /* extra read-only binds (same path inside) */

@@ -1,6 +1,8 @@
 /* `pkgym sandbox`: runs one command in the sandbox and prints the JSON verdict. */
 #include "pk_sandbox.h"
 
+#include "pk_cli_args.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,15 +27,7 @@ static void usage(FILE *f) {
 }
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "pkgym sandbox: %s needs an integer in [%ld, %ld]\n", flag, lo, hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return pk_arg_long("sandbox", flag, s, lo, hi, out);
 }
 
 static int parse_gpus(const char *s, int *gpus, int *n) {

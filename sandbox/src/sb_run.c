@@ -476,11 +476,11 @@ int pk_sandbox_run(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_r
     sb_job j;
     memset(&j, 0, sizeof j);
     j.opts = opts;
-    j.wall_ms = opts->wall_ms > 0 ? opts->wall_ms : 60000;
+    j.wall_ms = opts->wall_ms > 0 ? opts->wall_ms : PK_SANDBOX_DEFAULT_WALL_MS;
     j.pids = opts->pids > 0 ? opts->pids : 256;
     j.fsize_mb = opts->fsize_mb > 0 ? opts->fsize_mb : 256;
     j.nofile = opts->nofile > 0 ? opts->nofile : 1024;
-    j.cap = opts->output_cap > 0 ? opts->output_cap : 1024 * 1024;
+    j.cap = opts->output_cap > 0 ? opts->output_cap : PK_SANDBOX_DEFAULT_OUTPUT_CAP;
     j.out.fd = j.err.fd = j.status_fd = j.stdin_fd = j.pidfd = -1;
     pk_error perr = {0};
     const struct sock_fprog *prog = sb_seccomp_program(&perr);

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,13 @@
 #define PK_EXIT_LOAD_ERROR 2
 #define PK_EXIT_DECLINED 3
 
-static int host_fail(const char *fmt, const char *arg) {
+static int host_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int host_fail(const char *fmt, ...) {
     char msg[512];
-    snprintf(msg, sizeof msg, fmt, arg ? arg : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     json_t *o = json_pack("{s:s}", "error", msg);
     if (o) {
         json_dumpf(o, stdout, JSON_COMPACT);
@@ -70,9 +75,8 @@ static int host_call(const char *path, const char *hook, const char *request, co
     if (!plugin)
         return host_fail("no " PK_SUMMARIZER_PLUGIN_SYMBOL "() in %s, or it returned NULL", path);
     if (plugin->abi_version != PK_SUMMARIZER_PLUGIN_ABI_VERSION) {
-        char v[32];
-        snprintf(v, sizeof v, "%d", plugin->abi_version);
-        return host_fail("plugin ABI version %s, the host speaks version 1", v);
+        return host_fail("plugin ABI version %d, the host speaks version %d", plugin->abi_version,
+                         PK_SUMMARIZER_PLUGIN_ABI_VERSION);
     }
     pk_summarizer_plugin_fn fn = host_pick(plugin, hook);
     pk_summarizer_plugin_request pr = {PK_SUMMARIZER_PLUGIN_ABI_VERSION, hook, request, builtin};
@@ -82,12 +86,12 @@ static int host_call(const char *path, const char *hook, const char *request, co
 
 int main(int argc, char **argv) {
     if (argc != 3)
-        return host_fail("usage: pk_summarizer_hook_host <plugin.so> <hook>%s", "");
+        return host_fail("usage: pk_summarizer_hook_host <plugin.so> <hook>");
     char *request = host_read_stdin();
     json_t *req = request ? json_loads(request, 0, NULL) : NULL;
     if (!req) {
         free(request);
-        return host_fail("could not read the request JSON%s", "");
+        return host_fail("could not read the request JSON");
     }
     /* A crashing plugin must die of its signal, which the server reports as a crash, even when
      * a sanitizer runtime installed handlers that would turn it into an exit code. */
@@ -106,7 +110,7 @@ int main(int argc, char **argv) {
             json_decref(answer);
             rc = fflush(stdout) == 0 ? 0 : 1;
         } else {
-            rc = host_fail("the plugin returned text that is not valid UTF-8%s", "");
+            rc = host_fail("the plugin returned text that is not valid UTF-8");
         }
     }
     free(text);

@@ -129,11 +129,25 @@ static void utf8_repair(void **state) {
     assert_null(pk_utf8_sanitize(NULL));
 }
 
+static void clocks_agree(void **state) {
+    (void)state;
+    double ms = pk_now_ms(), us = pk_now_us(), ms2 = pk_now_ms();
+    assert_true(us >= ms * 1e3 - 1 && us <= ms2 * 1e3 + 1); /* one clock, in its units */
+    double t0 = pk_now_us();
+    usleep(20000);
+    double waited = pk_now_us() - t0;
+    assert_true(waited >= 20000 && waited < 2e6);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(sha256_known_vectors),    cmocka_unit_test(strbuf_grows_and_formats),
-        cmocka_unit_test(status_names_round_trip), cmocka_unit_test(files_round_trip),
-        cmocka_unit_test(private_files),           cmocka_unit_test(utf8_repair),
+        cmocka_unit_test(sha256_known_vectors),
+        cmocka_unit_test(strbuf_grows_and_formats),
+        cmocka_unit_test(status_names_round_trip),
+        cmocka_unit_test(files_round_trip),
+        cmocka_unit_test(private_files),
+        cmocka_unit_test(utf8_repair),
+        cmocka_unit_test(clocks_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,13 +36,13 @@ export NVCC OUT PK_SOURCE_DIR
 tr '\t' '\n' <"$OUT/jobs" | xargs -n 2 -P 2 sh -c '
     kind=$1 src=$2
     so="$OUT/$(echo "$src" | tr / _).so"
-    if [ "$kind" = module ]; then
-        inc="-I$PK_SOURCE_DIR/problems/include"
+    if [ "$kind" = module ]; then # the include dirs problems/CMakeLists.txt gives a module
+        set -- "-I$PK_SOURCE_DIR/problems/include" "-I$PK_SOURCE_DIR/common/include"
     else
-        inc="-I$PK_SOURCE_DIR/problems/include/candidate"
+        set -- "-I$PK_SOURCE_DIR/problems/include/candidate"
     fi
     if "$NVCC" -shared -Xcompiler -fPIC -O0 -std=c++17 -gencode arch=compute_90a,code=sm_90a \
-        -cudart shared "$inc" "$src" -o "$so" >"$so.log" 2>&1; then
+        -cudart shared "$@" "$src" -o "$so" >"$so.log" 2>&1; then
         sym=solution
         [ "$kind" = module ] && sym=pk_problem_module_v1
         if nm -D --defined-only "$so" | grep -q " T $sym\$"; then

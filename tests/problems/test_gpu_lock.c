@@ -38,12 +38,6 @@ typedef struct shared {
 static shared *sh;
 static char dir[64];
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static void sleep_ms(double ms) {
     struct timespec ts = {(time_t)(ms / 1000), (long)((ms - 1000 * (int)(ms / 1000)) * 1e6)};
     nanosleep(&ts, NULL);
@@ -104,21 +98,21 @@ static pid_t spawn_holder(const int *ids, int n, int mode, double hold_ms, int s
         rn_gpu_locks_acquire(&l, mode, err, sizeof err))
         _exit(2);
     if (slot >= 0)
-        sh->t[slot] = now_ms();
+        sh->t[slot] = pk_now_ms();
     enter(ids, n, mode);
     sleep_ms(hold_ms);
     leave(ids, n, mode);
     if (slot >= 0)
-        sh->t[slot + 1] = now_ms();
+        sh->t[slot + 1] = pk_now_ms();
     rn_gpu_locks_close(&l);
     _exit(0);
 }
 
 /* Waits for pid; 0 when it exited 0 within timeout_ms (else it is killed). */
 static int reap(pid_t pid, double timeout_ms) {
-    double end = now_ms() + timeout_ms;
+    double end = pk_now_ms() + timeout_ms;
     int status;
-    while (now_ms() < end) {
+    while (pk_now_ms() < end) {
         pid_t r = waitpid(pid, &status, WNOHANG);
         if (r == pid)
             return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
@@ -189,7 +183,7 @@ static void test_writer_preference(void **state) {
     pid_t w = spawn_holder(&g0, 1, RN_LOCK_EXCLUSIVE, 200, 2, NULL);
     while (!held_by_other(0, "turnstile")) /* W waits for the lock holding the turnstile */
         sleep_ms(1);
-    double r2_start = now_ms();
+    double r2_start = pk_now_ms();
     pid_t r2 = spawn_holder(&g0, 1, RN_LOCK_SHARED, 10, 4, NULL);
     assert_int_equal(reap(r1, 5000), 0);
     assert_int_equal(reap(w, 5000), 0);
@@ -304,20 +298,11 @@ static void test_marker_states(void **state) {
     /* The runner's own figures: it waited ~200 ms, then held it shared for 600 ms. */
     assert_true(m_waited > 100 && m_waited < 1000);
     assert_true(m_longest >= 590 && m_longest < 2000);
-    assert_true(m_since > 0 && m_since <= now_ms());
+    assert_true(m_since > 0 && m_since <= pk_now_ms());
     rn_gpu_locks_close(&l);
 }
 
 /* The runner's phase: rank 0 takes the locks and no rank runs the phase before it holds. */
-int rn_fail(rank_step *st, const char *fmt, ...) {
-    st->failed = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->msg, sizeof st->msg, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static void test_phase_waits_for_rank0(void **state) {
     int g[2] = {0, 1};
     pid_t w = spawn_holder(&g[1], 1, RN_LOCK_EXCLUSIVE, 300, 0, NULL);
@@ -343,7 +328,7 @@ static void test_phase_waits_for_rank0(void **state) {
             rank_step st = {0};
             if (rn_gpu_phase_begin(&rs, RN_LOCK_SHARED, &st) != 0)
                 _exit(2);
-            sh->t[2 + grp.rank] = now_ms(); /* both ranks: only after the writer let go */
+            sh->t[2 + grp.rank] = pk_now_ms(); /* both ranks: only after the writer let go */
             rn_gpu_phase_end(&rs);
             _exit(0);
         }

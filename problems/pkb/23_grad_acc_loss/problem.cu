@@ -9,6 +9,7 @@
 // counts are cast to bf16 before each bf16 operation (a count bf16 cannot hold is rounded), and
 // every operation rounds its fp32 result to bf16 once.
 #include "pk_problem_module.h"
+#include "pk_splitmix.h"
 
 #include <cuda_bf16.h>
 
@@ -97,19 +98,8 @@ static int invoke(void *fn, const pk_problem_call *c) {
 //   count; the same on every rank (one upstream gradient);
 //   key % 4 = 3: rank (key / 4) % W has no tokens and loss = NaN (nan_to_num must catch it).
 // `loss` keeps the generic N(0, 1) draw otherwise.
-__host__ __device__ static inline uint64_t splitmix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double unit(uint64_t z) { // (0, 1]
-    return (double)((splitmix64(z) >> 11) + 1) * (1.0 / 9007199254740992.0);
-}
-
 static double normal(uint64_t z) {
-    return sqrt(-2.0 * log(unit(z))) * cos(6.283185307179586 * unit(z + 1));
+    return sqrt(-2.0 * log(pk_splitmix_unit(z))) * cos(6.283185307179586 * pk_splitmix_unit(z + 1));
 }
 
 __global__ void gen_write(__nv_bfloat16 *loss, int64_t *local, int64_t *global,
@@ -126,12 +116,13 @@ __global__ void gen_write(__nv_bfloat16 *loss, int64_t *local, int64_t *global,
 static int generate(const pk_problem_call *call, uint64_t seed, int key) {
     const pk_ctx *ctx = call->ctx;
     const long long tokens = call->dims[0] * call->dims[1];
-    const uint64_t k = splitmix64(seed ^ splitmix64((uint64_t)(unsigned)key));
+    const uint64_t k = pk_splitmix64(seed ^ pk_splitmix64((uint64_t)(unsigned)key));
     const int empty = key % 4 == 3 ? (key / 4) % ctx->world_size : -1;
     long long total = 0, mine = 0;
     for (int q = 0; q < ctx->world_size; q++) {
         const long long n =
-            q == empty ? 0 : 1 + (long long)(splitmix64(k + 16 + (uint64_t)q) % (uint64_t)tokens);
+            q == empty ? 0
+                       : 1 + (long long)(pk_splitmix64(k + 16 + (uint64_t)q) % (uint64_t)tokens);
         total += n;
         if (q == ctx->rank)
             mine = n;

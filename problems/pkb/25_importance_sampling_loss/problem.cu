@@ -10,6 +10,7 @@
 // pg, ratio, k3 and entropy sums bf16; min and max bf16); a bf16 0-dim sum divided by the fp32
 // count is an fp32 division.
 #include "pk_problem_module.h"
+#include "pk_splitmix.h"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -297,17 +298,10 @@ static int invoke(void *fn, const pk_problem_call *c) {
 // function of (seed, key, rank, token)), so the masks and the global token count matter; no rank
 // is ever left without a valid token (PKB's solution() would then all-reduce a min/max of another
 // dtype on that rank).
-__host__ __device__ static inline uint64_t splitmix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 __global__ void gen_ignore(int64_t *labels, size_t M, uint64_t key, int64_t ignore_index) {
     for (size_t i = 1 + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < M;
          i += (size_t)gridDim.x * blockDim.x)
-        if (splitmix64(key + i) % 8 == 0)
+        if (pk_splitmix64(key + i) % 8 == 0)
             labels[i] = ignore_index;
 }
 
@@ -317,7 +311,7 @@ static int generate(const pk_problem_call *call, uint64_t seed, int key) {
     const pk_ctx *ctx = call->ctx;
     const size_t M = call->counts[2];
     const uint64_t k =
-        splitmix64(seed ^ splitmix64((uint64_t)(unsigned)key * 64 + (uint64_t)ctx->rank));
+        pk_splitmix64(seed ^ pk_splitmix64((uint64_t)(unsigned)key * 64 + (uint64_t)ctx->rank));
     gen_ignore<<<(unsigned)((M + 255) / 256), 256, 0, ctx->stream>>>(
         static_cast<int64_t *>(call->args[2]), M, k, ignore_index_of(call));
     return cudaGetLastError() == cudaSuccess ? 0 : 2000;

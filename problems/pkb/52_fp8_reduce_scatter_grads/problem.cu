@@ -8,6 +8,7 @@
 // multiplied by the fp32 reciprocal), recon = bf16(fp32(e4m3(x / scale)) * scale) with an IEEE
 // division, then NCCL's bf16 sum and * (1.0f/W) rounded to bf16.
 #include "pk_problem_module.h"
+#include "pk_splitmix.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -226,18 +227,11 @@ __global__ void __launch_bounds__(THREADS) gen_amax(const __nv_bfloat16 *x, size
         atomicMax(&g_gen_amax, __float_as_uint(m));
 }
 
-__host__ __device__ static inline uint64_t splitmix64(uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 __global__ void gen_history(__nv_bfloat16 *hist, uint64_t key, int regime) {
     const int j = threadIdx.x;
     const float amax = __uint_as_float(g_gen_amax);
-    const float u = (float)(splitmix64(key + (uint64_t)j) >> 40) * 0x1p-24f; // [0, 1)
-    const int top = 1 + (int)(splitmix64(key + 1000) % (HIST - 1));
+    const float u = (float)(pk_splitmix64(key + (uint64_t)j) >> 40) * 0x1p-24f; // [0, 1)
+    const int top = 1 + (int)(pk_splitmix64(key + 1000) % (HIST - 1));
     float v;
     if (regime == 0)
         v = 1e-8f;
@@ -254,7 +248,7 @@ static int generate(const pk_problem_call *call, uint64_t seed, int key) {
     const pk_ctx *ctx = call->ctx;
     const size_t n = call->counts[0];
     const uint64_t k =
-        splitmix64(seed ^ splitmix64((uint64_t)(unsigned)key * 64 + (uint64_t)ctx->rank));
+        pk_splitmix64(seed ^ pk_splitmix64((uint64_t)(unsigned)key * 64 + (uint64_t)ctx->rank));
     unsigned ctas = grid_for(n);
     if (ctas > 512)
         ctas = 512;

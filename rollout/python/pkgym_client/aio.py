@@ -15,13 +15,9 @@ class AsyncClient:
 
     def __init__(self, endpoint=DEFAULT_ENDPOINT, timeout_s=600.0, context=None,
                  curve_server_key=None, curve_client_key=None):
-        keys = curve.resolve(curve_server_key, curve_client_key)
         self._ctx = context or zmq.asyncio.Context.instance()
-        self._sock = self._ctx.socket(zmq.DEALER)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        curve.apply(self._sock, keys)
-        self._watch = curve.HandshakeWatch(self._sock, endpoint, keys)
-        self._sock.connect(endpoint)
+        self._sock, self._watch = curve.connect_dealer(self._ctx, endpoint, curve_server_key,
+                                                       curve_client_key)
         self._ids = itertools.count(1)
         self._waiting = {}
         self._reader = None

@@ -143,3 +143,15 @@ class HandshakeWatch:
                 pass
             self._mon.close(0)
             self._mon = None
+
+
+def connect_dealer(ctx, endpoint, server_key=None, client_key=None):
+    """The clients' socket: a DEALER on ctx connected to endpoint, a CURVE client when keys
+    resolve (resolve()), and its HandshakeWatch. Returns (socket, watch)."""
+    keys = resolve(server_key, client_key)
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    apply(sock, keys)
+    watch = HandshakeWatch(sock, endpoint, keys)
+    sock.connect(endpoint)
+    return sock, watch

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "pk_eval_internal.h"
+#include "pk_cli_args.h"
 
 void pk_eval_usage(FILE *f) {
     fprintf(
@@ -54,27 +55,11 @@ void pk_eval_usage(FILE *f) {
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "pkgym eval: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
-                v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return pk_arg_long("eval", opt, v, lo, hi, out);
 }
 
 static int parse_positive(const char *opt, const char *v, const char *what, double *out) {
-    char *end;
-    double x = strtod(v, &end);
-    if (*end || end == v || !(x > 0) || x > 1e12) {
-        fprintf(stderr, "pkgym eval: %s wants a positive %s, got '%s'\n", opt, what, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return pk_arg_positive("eval", opt, v, what, out);
 }
 
 static int parse_seconds(const char *opt, const char *v, double *out) {

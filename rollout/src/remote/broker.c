@@ -10,6 +10,7 @@
 #include "pk_baseline_cache.h"
 #include "pk_broker_internal.h"
 #include "pk_remote_socket.h"
+#include "pk_submit_queue.h"
 
 #define DEFAULT_QUEUE_LIMIT 1024
 #define DEFAULT_WORKER_WAIT_S 120.0
@@ -56,9 +57,13 @@ static void *open_socket(pk_broker *b, int type, const char *ep, int bind, pk_er
         pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
         return NULL;
     }
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero);
+    if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) ||
+        zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero) ||
+        zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero)) {
+        pk_error_set(err, PK_ERR_SYSTEM, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return NULL;
+    }
     if ((bind ? zmq_bind(s, ep) : zmq_connect(s, ep)) != 0) {
         pk_error_set(err, PK_ERR_IO, "%s %s: %s", bind ? "bind" : "connect", ep,
                      zmq_strerror(zmq_errno()));
@@ -144,20 +149,18 @@ static void read_handshakes(pk_broker *b) {
 
 /* Reads submits (new jobs, and the stop frame); returns when none is waiting. */
 static void read_submits(pk_broker *b) {
-    for (;;) {
-        uint64_t buf[2];
-        int n = zmq_recv(b->submit_pull, buf, sizeof buf, ZMQ_DONTWAIT);
-        if (n < 0)
-            return;
+    void *job;
+    double grace_ms;
+    int kind;
+    while ((kind = pk_submit_recv(b->submit_pull, &job, &grace_ms)) != PK_SUBMIT_NONE) {
         pthread_mutex_lock(&b->mu);
-        if (n == (int)sizeof buf[0] && buf[0]) {
-            pk_bjob *j = (pk_bjob *)(uintptr_t)buf[0];
-            pk_bjob_list_push_back(&b->queue, j);
+        if (kind == PK_SUBMIT_JOB) {
+            pk_bjob_list_push_back(&b->queue, job);
             b->stats.queued = b->queue.n;
-        } else if (n == (int)sizeof buf && !b->stopping) {
+        } else if (!b->stopping) {
             /* Queued jobs still go to workers until the deadline (broker_main). */
             b->stopping = 1;
-            b->stop_deadline_ms = pk_now_ms() + (double)buf[1];
+            b->stop_deadline_ms = pk_now_ms() + grace_ms;
         }
         pthread_mutex_unlock(&b->mu);
     }
@@ -322,10 +325,8 @@ static int enqueue(pk_broker *b, pk_bjob *j, uint64_t *ticket, pk_error *err) {
                          b->in_flight, b->opts.queue_limit);
     } else {
         j->ticket = b->next_ticket;
-        uint64_t ptr = (uint64_t)(uintptr_t)j;
-        if (zmq_send(b->submit_push, &ptr, sizeof ptr, 0) != (int)sizeof ptr) {
-            rc = pk_error_set(err, PK_ERR_IO, "queueing the job: %s", zmq_strerror(zmq_errno()));
-        } else {
+        rc = pk_submit_send_job(b->submit_push, j, err);
+        if (!rc) {
             b->next_ticket++;
             b->in_flight++;
             b->stats.submitted++;
@@ -415,10 +416,8 @@ void pk_broker_shutdown(pk_broker *b, int grace_ms) {
     pthread_mutex_lock(&b->mu);
     int was = b->accepting;
     b->accepting = 0;
-    if (was && b->thread_started) {
-        uint64_t stop[2] = {0, (uint64_t)(grace_ms > 0 ? grace_ms : 0)};
-        zmq_send(b->submit_push, stop, sizeof stop, 0);
-    }
+    if (was && b->thread_started)
+        pk_submit_send_stop(b->submit_push, grace_ms, "broker");
     pthread_mutex_unlock(&b->mu);
     if (b->thread_started) {
         pthread_join(b->thread, NULL);

@@ -6,14 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pk_cli_args.h"
+#include "pk_stop_signals.h"
 #include "pk_worker.h"
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
 
 static void usage(FILE *f) {
     fprintf(
@@ -48,14 +43,9 @@ static void usage(FILE *f) {
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "pkgym worker: %s wants an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
-                v);
+    long x;
+    if (pk_arg_long("worker", opt, v, lo, hi, &x))
         return -1;
-    }
     *out = (int)x;
     return 0;
 }
@@ -185,20 +175,9 @@ int pk_cmd_worker(int argc, char **argv) {
     }
     /* The stop signals are blocked while the scheduler's threads start (they inherit the
      * mask), so only the event loop's thread sees them. */
-    sigset_t stop_set;
-    sigemptyset(&stop_set);
-    sigaddset(&stop_set, SIGINT);
-    sigaddset(&stop_set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    volatile sig_atomic_t *stop_requested = pk_stop_signals_catch(NULL);
     o.unblock_stop_signals = 1;
-    int rc = pk_worker_run(&o, &stop_requested, &err);
+    int rc = pk_worker_run(&o, stop_requested, &err);
     memset(&keys, 0, sizeof keys);
     if (rc) {
         fprintf(stderr, "pkgym worker: %s\n", err.message);

@@ -1,4 +1,5 @@
-/* Internal: the parsed form of a problem's meta.json, shared by the harness and the runner. */
+/* The parsed form of a problem's meta.json, shared by the harness, the runner (pk-runner) and
+ * pk_remote (library pk_problem_spec). */
 #ifndef PK_PROBLEM_SPEC_H
 #define PK_PROBLEM_SPEC_H
 
