@@ -298,8 +298,9 @@ int rn_call_candidate(rank_state *rs, const pk_problem_call *c);
 int rn_fail(rank_step *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Fresh inputs of call key `key` in `slot` (harness stream, waits). */
 int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st);
-/* The module's generate() for call key `key` in `slot`, on the backend's current stream. */
-int rn_module_generate(rank_state *rs, int slot, int key);
+/* Enqueues fresh inputs of call key `key` into `slot` on the backend's current stream: the
+ * generators, then the module's generate(). Outputs are left as they are. */
+int rn_generate_inputs(rank_state *rs, int slot, int key);
 /* Checks every guard zone; a violation goes into st. */
 int rn_check_guards(rank_state *rs, rank_step *st);
 /* One full correctness trial on fresh inputs of `key` in `slot`. */

@@ -42,7 +42,7 @@ void rn_make_call(rank_state *rs, int slot, int ref_outputs, pk_problem_call *c)
 /* generate() is given the stream the harness's own generation went to, not ctx->stream (the
  * timed stream): on another stream it would race with the inputs it builds on, and what
  * follows on the harness stream would not wait for it. */
-int rn_module_generate(rank_state *rs, int slot, int key) {
+static int module_generate(rank_state *rs, int slot, int key) {
     pk_problem_call c;
     rn_make_call(rs, slot, 0, &c);
     pk_ctx gen_ctx = rs->ctx;
@@ -51,6 +51,19 @@ int rn_module_generate(rank_state *rs, int slot, int key) {
         gen_ctx.stream = (cudaStream_t)stream;
     c.ctx = &gen_ctx;
     return rs->mod->generate(&c, rs->o->seed, key);
+}
+
+int rn_generate_inputs(rank_state *rs, int slot, int key) {
+    int rc = rn_set_slot_key(rs, slot, key);
+    for (int i = 0; i < rs->p->n_args && !rc; i++) {
+        const pk_arg_spec *a = &rs->p->args[i];
+        if (a->role != PK_ARG_OUTPUT)
+            rc = rs->b.generate(&rs->b, rn_arg_ptr(rs, slot, i), a->dtype, rs->sz.counts[i],
+                                rn_arg_key(rs, key, i), &rs->gen[i]);
+    }
+    if (!rc && rs->mod->generate) /* problem-specific inputs */
+        rc = module_generate(rs, slot, key);
+    return rc;
 }
 
 int rn_set_slot_key(rank_state *rs, int slot, int key) {
@@ -182,19 +195,15 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
 /* Fresh inputs of `key` in `slot`, pristine copies, poisoned outputs. */
 int rn_fill_slot(rank_state *rs, int slot, int key, rank_step *st) {
     rs->b.use_timed_stream(&rs->b, 0);
-    int rc = rn_set_slot_key(rs, slot, key);
+    int rc = 0;
     for (int i = 0; i < rs->p->n_args && !rc; i++) {
         const pk_arg_spec *a = &rs->p->args[i];
-        void *dst = rn_arg_ptr(rs, slot, i);
         if (a->role == PK_ARG_OUTPUT)
-            rc = rs->b.poison(&rs->b, dst, a->dtype, rs->sz.counts[i]) ||
+            rc = rs->b.poison(&rs->b, rn_arg_ptr(rs, slot, i), a->dtype, rs->sz.counts[i]) ||
                  rs->b.poison(&rs->b, rs->ref_out[i], a->dtype, rs->sz.counts[i]);
-        else
-            rc = rs->b.generate(&rs->b, dst, a->dtype, rs->sz.counts[i], rn_arg_key(rs, key, i),
-                                &rs->gen[i]);
     }
-    if (!rc && rs->mod->generate) /* problem-specific inputs */
-        rc = rn_module_generate(rs, slot, key);
+    if (!rc)
+        rc = rn_generate_inputs(rs, slot, key);
     if (!rc)
         rc = rs->b.sync(&rs->b);
     for (int i = 0; i < rs->p->n_args && !rc; i++) {

@@ -24,20 +24,6 @@ typedef struct timed_ctx {
     const short *verify; /* NULL: nothing verified (warm-up, reference) */
 } timed_ctx;
 
-/* Enqueues fresh inputs of call key `key` into `slot` on the backend's current stream. */
-static int regen_inputs(rank_state *rs, int slot, int key) {
-    int rc = rn_set_slot_key(rs, slot, key);
-    for (int i = 0; i < rs->p->n_args && !rc; i++) {
-        const pk_arg_spec *a = &rs->p->args[i];
-        if (a->role != PK_ARG_OUTPUT)
-            rc = rs->b.generate(&rs->b, rn_arg_ptr(rs, slot, i), a->dtype, rs->sz.counts[i],
-                                rn_arg_key(rs, key, i), &rs->gen[i]);
-    }
-    if (!rc && rs->mod->generate)
-        rc = rn_module_generate(rs, slot, key);
-    return rc;
-}
-
 static int timed_call(void *arg, int i) {
     timed_ctx *t = arg;
     pk_problem_call c;
@@ -58,7 +44,7 @@ static int epilogue(void *arg, int i) {
         if (rs->b.gather(&rs->b, dst + rs->sample_off[a], rn_arg_ptr(rs, s, a),
                          pk_dtype_size(rs->p->args[a].dtype), rs->pos[a], rs->n_samples[a]))
             return -1;
-    if (regen_inputs(rs, s, rs->next_key++))
+    if (rn_generate_inputs(rs, s, rs->next_key++))
         return -1;
     return rs->b.flush_l2(&rs->b);
 }
@@ -67,7 +53,7 @@ static int epilogue(void *arg, int i) {
 static int fill_all_slots(rank_state *rs, rank_step *st) {
     rs->b.use_timed_stream(&rs->b, 0);
     for (int s = 0; s < rs->lay.copies; s++) {
-        if (regen_inputs(rs, s, rs->next_key++))
+        if (rn_generate_inputs(rs, s, rs->next_key++))
             return rn_fail(st, "input generation failed: %s", rs->b.error);
         for (int i = 0; i < rs->p->n_args; i++)
             if (rs->p->args[i].role == PK_ARG_OUTPUT &&
@@ -115,7 +101,7 @@ static int warm_up(rank_state *rs, int reference, int *done_iters, rank_step *st
 /* Compares the samples of verified call j with the reference on the same inputs. */
 static int verify_call(rank_state *rs, int j, rank_step *st) {
     int s = rs->verified_slot[j];
-    if (regen_inputs(rs, s, rs->verified_key[j]) || rs->b.sync(&rs->b))
+    if (rn_generate_inputs(rs, s, rs->verified_key[j]) || rs->b.sync(&rs->b))
         return rn_fail(st, "input regeneration failed: %s", rs->b.error);
     for (int i = 0; i < rs->p->n_args; i++)
         if (rs->p->args[i].role == PK_ARG_INOUT &&
