@@ -25,7 +25,8 @@ try:
     r = json.load(open(sys.argv[1]))
 except Exception as e:
     print("FAIL:no-json"); sys.exit()
-print("%.4f" % r["speedup"] if r.get("status") == "correct" and r.get("has_timing")
+ok = r.get("status") == "correct" and r.get("has_timing")
+print("%.4f %.4f" % (r["speedup"], max(r["candidate"]["cv"], r["reference"]["cv"])) if ok
       else "FAIL:%s" % r.get("status"))
 PY
     done >"$f.out"
@@ -33,20 +34,23 @@ PY
 }
 export -f one; export pkgym reps work
 xargs -P "${REF_JOBS:-4}" -I{} bash -c 'one {}' <"$work/list"
-echo "| problem | speedups (reference / reference) | max abs(s - 1) | within $bound |"
-echo "|---|---|---|---|"
+echo "| problem | speedups (reference / reference) | max abs(s - 1) | max CV of the timed calls | within $bound |"
+echo "|---|---|---|---|---|"
 rc=0
 while read -r p; do
     f="$work/${p//\//_}.out"
     row=$(python3 - "$f" "$bound" <<'PY'
 import sys
-vals = open(sys.argv[1]).read().split() if sys.argv[1] else []
-bad = [v for v in vals if v.startswith("FAIL")]
-nums = [float(v) for v in vals if not v.startswith("FAIL")]
+lines = open(sys.argv[1]).read().splitlines() if sys.argv[1] else []
+bad = [v for v in lines if v.startswith("FAIL")]
+pairs = [[float(x) for x in v.split()] for v in lines if not v.startswith("FAIL")]
+nums = [p[0] for p in pairs]
 dev = max((abs(x - 1) for x in nums), default=float("nan"))
 ok = not bad and nums and dev <= float(sys.argv[2])
-print("%s | %s | %s" % (" ".join(vals) or "none", "%.4f" % dev if nums else "-",
-                        "yes" if ok else "**NO**"))
+print("%s | %s | %s | %s" % (" ".join(["%.4f" % x for x in nums] + bad) or "none",
+                             "%.4f" % dev if nums else "-",
+                             "%.1f%%" % (100 * max(p[1] for p in pairs)) if pairs else "-",
+                             "yes" if ok else "**NO**"))
 PY
 )
     echo "| $p | $row |"

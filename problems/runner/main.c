@@ -16,7 +16,7 @@ static void usage(void) {
             "usage: pk-runner --problem-dir DIR --suite S --name N --module SO\n"
             "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
-            "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup]\n"
+            "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup] [--lock-exit]\n"
             "  [--lock-dir DIR --lock-ids 0,1]\n");
 }
 
@@ -56,6 +56,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->teardown = 1;
         } else if (!strcmp(a, "--lock-setup")) {
             o->lock_setup = 1;
+        } else if (!strcmp(a, "--lock-exit")) {
+            o->lock_exit = 1;
         } else if (!strcmp(a, "--lock-ids") && v) {
             o->n_lock_ids = rn_gpu_lock_ids_parse(argv[++i], o->lock_ids, RN_LOCK_MAX);
             if (o->n_lock_ids < 0)
@@ -134,11 +136,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "pk-runner: cannot fork the ranks\n");
         return 3;
     }
+    /* Exit under the locks only where there are locks to take. */
+    int hold_exit = o.lock_exit && o.lock_dir && o.n_lock_ids > 0;
     if (who == 0) {
         rn_crash_markers_install(o.progress_dir, g.rank);
         int rc = rn_rank_main(&o, &g);
         fflush(NULL);
+        if (hold_exit)
+            rn_group_fork_exit_gate(&g);
         _exit(rc);
+    }
+    if (hold_exit && rn_group_fork_hold_exit(&g, &o)) {
+        fprintf(stderr, "pk-runner: cannot start the exit hold\n");
+        for (int i = 0; i < o.world; i++)
+            kill(kids[i], SIGKILL);
     }
     return supervise(kids, o.world);
 }

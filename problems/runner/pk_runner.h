@@ -50,7 +50,8 @@ typedef struct rn_opts {
     const char *lock_dir;
     int lock_ids[RN_LOCK_MAX], n_lock_ids;
     int teardown; /* free CUDA/NCCL resources before exit (default: exit right after the result) */
-    int lock_setup; /* the arena's and buffers' setup holds the GPU locks shared */
+    int lock_setup; /* set-up (context, communicator, arena) holds the GPU locks shared */
+    int lock_exit;  /* fork launcher: the ranks exit while the supervisor holds them shared */
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
@@ -68,6 +69,11 @@ void rn_group_mpi_finalize(rn_group *g);
 /* Forks one child per rank: returns 0 in each child (g->rank set), 1 in the parent, which
  * only supervises (children[i] = pid of rank i), -1 on failure. */
 int rn_group_fork_init(rn_group *g, int world, pid_t *children);
+/* --lock-exit: the supervisor starts a thread that takes the GPU locks shared once rank 0 is
+ * done with them (rn_group_fork_hold_exit, before waiting for the ranks), and every rank
+ * passes the gate before it exits (rn_group_fork_exit_gate); both or neither. */
+int rn_group_fork_hold_exit(rn_group *g, const rn_opts *o);
+void rn_group_fork_exit_gate(rn_group *g);
 int rn_group_broadcast(rn_group *g, void *buf, size_t bytes, int root);
 
 typedef struct rn_compare {

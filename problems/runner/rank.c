@@ -383,20 +383,23 @@ static int phase_failed(rank_state *rs, rank_step *st, rn_report *rep, rank_step
 
 /* Device, module, arena; warm mode waits for go here. Returns 1 when the run must stop. */
 static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all, double *t0) {
-    int init_rc = rs->p->device_gpu ? rn_backend_gpu_init(&rs->b, &rs->ctx, rs->g)
-                                    : rn_backend_host_init(&rs->b, &rs->ctx);
+    /* --lock-setup (the harness's default): the CUDA context, the communicator, the arena and
+     * the buffers are made under the GPU locks held shared, so that no other job's timing
+     * overlaps them: a context's creation disturbed co-resident timing (up to 1.78x on a
+     * reference timed against itself, bench/results/gpu-pass-2026-11-23b-h200x2.md). */
+    int lock = rs->o->lock_setup ? RN_LOCK_SHARED : RN_LOCK_NONE;
+    int locked = rn_gpu_phase_begin(rs, lock, st) == 0;
+    int init_rc = !locked             ? -1
+                  : rs->p->device_gpu ? rn_backend_gpu_init(&rs->b, &rs->ctx, rs->g)
+                                      : rn_backend_host_init(&rs->b, &rs->ctx);
     st->init_ms = pk_now_ms() - *t0;
     double t_arena = pk_now_ms();
     int ready = 0;
-    if (init_rc) {
+    if (locked && init_rc)
         rn_fail(st, "device setup failed: %s", rs->b.error);
-    } else if (!load_module(rs, st)) {
-        /* --lock-setup (measurements): the arena's and buffers' GPU work holds them shared. */
-        int lock = rs->o->lock_setup ? RN_LOCK_SHARED : RN_LOCK_NONE;
-        ready =
-            rn_gpu_phase_begin(rs, lock, st) == 0 && !setup_buffers(rs, st) && !init_module(rs, st);
-        rn_gpu_phase_end(rs);
-    }
+    else if (locked && !load_module(rs, st))
+        ready = !setup_buffers(rs, st) && !init_module(rs, st);
+    rn_gpu_phase_end(rs);
     st->arena_ms = pk_now_ms() - t_arena;
     if (rs->o->wait_go) { /* warm: everything above overlaps the compile */
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "warm", -1);

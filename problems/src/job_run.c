@@ -127,10 +127,15 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     const char *teardown = getenv("PKGYM_RUNNER_TEARDOWN");
     if (teardown && !strcmp(teardown, "1"))
         l->argv[n++] = "--teardown";
-    /* Measurements only: the arena's setup holds the GPU locks shared too. */
+    /* Set-up (CUDA context, communicator, arena) holds the GPU locks shared, out of other
+     * jobs' timing; PKGYM_LOCK_SETUP=0 (measurements only) lets it overlap. */
     const char *lock_setup = getenv("PKGYM_LOCK_SETUP");
-    if (lock_setup && !strcmp(lock_setup, "1"))
+    if (!lock_setup || strcmp(lock_setup, "0") != 0)
         l->argv[n++] = "--lock-setup";
+    /* Likewise the ranks' exit (the driver freeing contexts); PKGYM_LOCK_EXIT=0 lets it overlap. */
+    const char *lock_exit = getenv("PKGYM_LOCK_EXIT");
+    if (!lock_exit || strcmp(lock_exit, "0") != 0)
+        l->argv[n++] = "--lock-exit";
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
      * NCCL_SOCKET_IFNAME=lo, NCCL_NVLS_ENABLE=0, Open MPI as root without CMA) plus ours. */

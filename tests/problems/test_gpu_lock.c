@@ -355,6 +355,54 @@ static void test_phase_waits_for_rank0(void **state) {
     rn_gpu_phase_end(&rs);
 }
 
+/* --lock-exit: the fork launcher's ranks exit only while their supervisor holds the locks
+ * shared, so the driver's teardown at exit never overlaps another job's timing. A writer
+ * (another job timing) holds GPU 0; the ranks reach the exit gate at once but pass it only
+ * after the writer let go, and while the last rank is still alive the lock is held shared. */
+static void test_exit_waits_for_timing_and_holds_shared(void **state) {
+    int g0 = 0;
+    pid_t w = spawn_holder(&g0, 1, RN_LOCK_EXCLUSIVE, 300, 0, NULL);
+    while (!held_by_other(0, "lock"))
+        sleep_ms(1);
+    pid_t runner = fork();
+    if (runner == 0) {
+        rn_group grp;
+        memset(&grp, 0, sizeof grp);
+        pid_t kids[2];
+        int who = rn_group_fork_init(&grp, 2, kids);
+        if (who == 0) {
+            sh->t[2 + grp.rank] = pk_now_ms();
+            rn_group_fork_exit_gate(&grp);
+            sh->t[4 + grp.rank] = pk_now_ms();
+            if (grp.rank == 1)
+                sleep_ms(300); /* still alive: the supervisor must hold the lock now */
+            _exit(0);
+        }
+        rn_opts o;
+        memset(&o, 0, sizeof o);
+        o.lock_dir = dir;
+        o.lock_ids[0] = 0;
+        o.n_lock_ids = 1;
+        int ok = who == 1 && rn_group_fork_hold_exit(&grp, &o) == 0;
+        for (int i = 0; i < 2; i++) {
+            int status;
+            ok &= waitpid(kids[i], &status, 0) == kids[i] && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0;
+        }
+        _exit(ok ? 0 : 1);
+    }
+    double deadline = pk_now_ms() + 5000;
+    while (sh->t[5] == 0 && pk_now_ms() < deadline)
+        sleep_ms(1);
+    assert_true(sh->t[5] > 0);
+    assert_true(held_by_other(0, "lock")); /* rank 1 is alive: held shared for its exit */
+    assert_int_equal(reap(w, 5000), 0);
+    assert_int_equal(reap(runner, 5000), 0);
+    assert_true(sh->t[2] < sh->t[1] && sh->t[3] < sh->t[1]);   /* at the gate during timing */
+    assert_true(sh->t[4] >= sh->t[1] && sh->t[5] >= sh->t[1]); /* through it only after */
+    assert_false(held_by_other(0, "lock"));                    /* gone with the supervisor */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_ids_parse_sort_dedupe, reset),
@@ -364,6 +412,7 @@ int main(void) {
         cmocka_unit_test_setup(test_dead_holder_releases, reset),
         cmocka_unit_test_setup(test_marker_states, reset),
         cmocka_unit_test_setup(test_phase_waits_for_rank0, reset),
+        cmocka_unit_test_setup(test_exit_waits_for_timing_and_holds_shared, reset),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
