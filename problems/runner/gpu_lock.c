@@ -13,11 +13,14 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *rn_gpu_lock_state_name(int mode, int waiting) {
     if (mode == RN_LOCK_SHARED)
         return waiting ? "wait-shared" : "shared";
+    if (mode == RN_LOCK_SETUP)
+        return waiting ? "wait-shared" : "setup";
     if (mode == RN_LOCK_EXCLUSIVE)
         return waiting ? "wait-exclusive" : "exclusive";
     return "none";
@@ -121,7 +124,7 @@ int rn_gpu_locks_acquire(rn_gpu_locks *l, int mode, char *err, int cap) {
         if (ok && mode == RN_LOCK_EXCLUSIVE) {
             ok = lock_fd(l->lock_fd[i], LOCK_EX) == 0;
             lock_fd(l->turn_fd[i], LOCK_UN);
-        } else if (ok) {
+        } else if (ok) { /* shared, set-up included */
             lock_fd(l->turn_fd[i], LOCK_UN);
             ok = lock_fd(l->lock_fd[i], LOCK_SH) == 0;
         }
@@ -138,6 +141,25 @@ int rn_gpu_locks_acquire(rn_gpu_locks *l, int mode, char *err, int cap) {
     l->wait_ms += l->held_since - t0;
     l->held = mode;
     write_marker(l, mode, 0, l->held_since);
+    return 0;
+}
+
+int rn_gpu_locks_try_shared(rn_gpu_locks *l, double timeout_ms) {
+    if (l->held)
+        rn_gpu_locks_release(l);
+    double t0 = pk_now_ms();
+    const struct timespec tick = {0, 2 * 1000 * 1000};
+    for (int i = 0; i < l->n; i++)
+        while (flock(l->lock_fd[i], LOCK_SH | LOCK_NB) != 0) {
+            if (pk_now_ms() - t0 > timeout_ms) {
+                for (int k = i - 1; k >= 0; k--)
+                    lock_fd(l->lock_fd[k], LOCK_UN);
+                return -1;
+            }
+            nanosleep(&tick, NULL);
+        }
+    l->held_since = pk_now_ms();
+    l->held = RN_LOCK_SHARED;
     return 0;
 }
 

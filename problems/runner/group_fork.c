@@ -87,6 +87,10 @@ void rn_group_fork_exit_gate(rn_group *g) {
     pthread_barrier_wait(&r->exit_gate);
 }
 
+/* Another job's timing may hold the GPUs for long (up to its budget): past this the ranks exit
+ * without the locks rather than let this job's run limit pay for the wait. */
+#define RN_EXIT_HOLD_WAIT_MS 2000
+
 typedef struct exit_hold {
     shm_region *r;
     const rn_opts *o;
@@ -102,7 +106,7 @@ static void *hold_for_exit(void *arg) {
         ;
     if (rn_gpu_locks_open(&h->locks, h->o->lock_dir, h->o->lock_ids, h->o->n_lock_ids, NULL, err,
                           sizeof err) == 0)
-        rn_gpu_locks_acquire(&h->locks, RN_LOCK_SHARED, err, sizeof err);
+        rn_gpu_locks_try_shared(&h->locks, RN_EXIT_HOLD_WAIT_MS);
     pthread_barrier_wait(&h->r->exit_gate); /* held or not: the ranks must not wait forever */
     return NULL;
 }

@@ -321,7 +321,7 @@ int rn_read_seed(rn_opts *o);
  * manifest. */
 int rn_dump_trial(rank_state *rs, int trial, int slot, rank_step *st);
 
-/* gpu_lock.c: rank 0 takes the job's GPU locks in mode (RN_LOCK_SHARED, RN_LOCK_EXCLUSIVE),
+/* gpu_phase.c: rank 0 takes the job's GPU locks in mode (RN_LOCK_SHARED, _EXCLUSIVE, _SETUP),
  * every rank waits for it; 0: the phase may run, else st says why not. Without a lock dir, or
  * with RN_LOCK_NONE, both return at once. End: a rank barrier, then rank 0 lets the locks go. */
 int rn_gpu_phase_begin(rank_state *rs, int mode, rank_step *st);

@@ -387,7 +387,7 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
      * the buffers are made under the GPU locks held shared, so that no other job's timing
      * overlaps them: a context's creation disturbed co-resident timing (up to 1.78x on a
      * reference timed against itself, bench/results/gpu-pass-2026-11-23b-h200x2.md). */
-    int lock = rs->o->lock_setup ? RN_LOCK_SHARED : RN_LOCK_NONE;
+    int lock = rs->o->lock_setup ? RN_LOCK_SETUP : RN_LOCK_NONE;
     int locked = rn_gpu_phase_begin(rs, lock, st) == 0;
     int init_rc = !locked             ? -1
                   : rs->p->device_gpu ? rn_backend_gpu_init(&rs->b, &rs->ctx, rs->g)

@@ -2,18 +2,20 @@
  *
  * GPU N has two files in the lock directory: gpuN.turnstile and gpuN.lock (flock(2) locks,
  * released by the kernel when the process dies). Timing takes gpuN.lock EXCLUSIVE; every other
- * phase that runs GPU work (a correctness trial, the post-timing check) takes it SHARED;
- * CUDA/NCCL setup takes none. Writer preference: a writer takes the turnstile, then the lock,
- * then lets the turnstile go; a reader passes through the turnstile (takes it and lets it go)
- * before taking the lock shared. While a writer waits for the lock it holds the turnstile, so
- * no new reader gets in: timing is never starved by a stream of trials.
+ * phase that runs GPU work (a correctness trial, the post-timing check) takes it SHARED, and
+ * so does the set-up (CUDA context, NCCL communicator, arena; RN_LOCK_SETUP) and the ranks'
+ * exit (the fork launcher's supervisor), which disturb the timing of a job beside them. Writer
+ * preference: a writer takes the turnstile, then the lock, then lets the turnstile go; a reader
+ * passes through the turnstile (takes it and lets it go) before taking the lock shared. While a
+ * writer waits for the lock it holds the turnstile, so no new reader gets in: timing is never
+ * starved by a stream of trials.
  *
  * Deadlock freedom: the locks of a job's GPUs are taken in ascending GPU order, turnstile
  * before lock (order T0 < L0 < T1 < L1 ...), by one process per job (rank 0); nobody waits
  * for a lower-ordered file while holding a higher one, so no cycle of waits can form.
  *
  * The holder writes a marker, `<seq> <state> <since_ms> <longest_shared_ms> <waited_ms>`
- * (state one of none, wait-shared, shared, wait-exclusive, exclusive; since_ms on the
+ * (state one of none, wait-shared, shared, wait-exclusive, exclusive, setup; since_ms on the
  * CLOCK_MONOTONIC clock, which the sandbox shares with the harness; the longest shared hold
  * and the total wait so far), that the harness polls to bound how long a phase may hold the
  * locks and to not count lock waits against the run limit (problems/src/job_watch.c). */
@@ -26,7 +28,15 @@ extern "C" {
 
 #define RN_LOCK_MAX 16
 
-enum rn_lock_mode { RN_LOCK_NONE = 0, RN_LOCK_SHARED = 1, RN_LOCK_EXCLUSIVE = 2 };
+/* RN_LOCK_SETUP is shared, for the runner's set-up (CUDA context, communicator, arena): the
+ * marker says "setup", which has no phase budget (the run limit bounds it), and its length is
+ * not a trial's, so it does not scale the budgets of later phases. */
+enum rn_lock_mode {
+    RN_LOCK_NONE = 0,
+    RN_LOCK_SHARED = 1,
+    RN_LOCK_EXCLUSIVE = 2,
+    RN_LOCK_SETUP = 3,
+};
 
 typedef struct rn_gpu_locks {
     int n;
@@ -48,6 +58,9 @@ int rn_gpu_locks_open(rn_gpu_locks *l, const char *dir, const int *ids, int n, c
  * (nothing is held then). */
 int rn_gpu_locks_acquire(rn_gpu_locks *l, int mode, char *err, int cap);
 void rn_gpu_locks_release(rn_gpu_locks *l);
+/* Takes every lock shared within timeout_ms, polling, without the turnstile: for a short hold
+ * (the ranks' exit) that must never wait long. Returns 0, or -1 with nothing held. */
+int rn_gpu_locks_try_shared(rn_gpu_locks *l, double timeout_ms);
 void rn_gpu_locks_close(rn_gpu_locks *l);
 /* Parses "0,1,3" into ids; returns the count, or -1 when malformed. */
 int rn_gpu_lock_ids_parse(const char *s, int *ids, int cap);

@@ -24,7 +24,8 @@ void pk_phase_track_init(pk_phase_track *t, const pk_problem *p, int run_limit_m
 }
 
 int pk_lock_marker_parse(const char *text, pk_lock_marker *m) {
-    static const char *names[] = {"none", "wait-shared", "shared", "wait-exclusive", "exclusive"};
+    static const char *names[] = {"none",           "wait-shared", "shared",
+                                  "wait-exclusive", "exclusive",   "setup"};
     char word[32];
     memset(m, 0, sizeof *m);
     int n = text ? sscanf(text, "%u %31s %lf %lf %lf", &m->seq, word, &m->since_ms,
@@ -33,7 +34,7 @@ int pk_lock_marker_parse(const char *text, pk_lock_marker *m) {
     if (n != 2 && n != 5)
         return -1;
     m->full = n == 5 && m->since_ms >= 0 && m->longest_shared_ms >= 0 && m->waited_ms >= 0;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
         if (!strcmp(word, names[i])) {
             m->state = i;
             return 0;

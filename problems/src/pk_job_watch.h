@@ -29,6 +29,7 @@ enum pk_lock_state {
     PK_LOCK_STATE_SHARED,
     PK_LOCK_STATE_WAIT_EXCLUSIVE,
     PK_LOCK_STATE_EXCLUSIVE,
+    PK_LOCK_STATE_SETUP, /* shared for the set-up: no phase budget, not a trial's length */
 };
 
 enum pk_watch_bound {

@@ -403,6 +403,44 @@ static void test_exit_waits_for_timing_and_holds_shared(void **state) {
     assert_false(held_by_other(0, "lock"));                    /* gone with the supervisor */
 }
 
+/* A neighbour's timing that holds the GPUs for long does not keep the ranks from exiting past
+ * the exit hold's bound (2 s): they go without the locks, well before the writer lets go. */
+static void test_exit_hold_is_bounded(void **state) {
+    int g0 = 0;
+    pid_t w = spawn_holder(&g0, 1, RN_LOCK_EXCLUSIVE, 4000, 0, NULL);
+    while (!held_by_other(0, "lock"))
+        sleep_ms(1);
+    pid_t runner = fork();
+    if (runner == 0) {
+        rn_group grp;
+        memset(&grp, 0, sizeof grp);
+        pid_t kids[2];
+        int who = rn_group_fork_init(&grp, 2, kids);
+        if (who == 0) {
+            sh->t[2 + grp.rank] = pk_now_ms();
+            rn_group_fork_exit_gate(&grp);
+            sh->t[4 + grp.rank] = pk_now_ms();
+            _exit(0);
+        }
+        rn_opts o;
+        memset(&o, 0, sizeof o);
+        o.lock_dir = dir;
+        o.n_lock_ids = 1;
+        int ok = who == 1 && rn_group_fork_hold_exit(&grp, &o) == 0;
+        for (int i = 0; i < 2; i++) {
+            int status;
+            ok &= waitpid(kids[i], &status, 0) == kids[i] && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0;
+        }
+        _exit(ok ? 0 : 1);
+    }
+    assert_int_equal(reap(runner, 10000), 0);
+    assert_int_equal(reap(w, 10000), 0);
+    double waited = sh->t[4] - sh->t[2];
+    assert_true(waited >= 1900 && waited < 3500);
+    assert_true(sh->t[4] < sh->t[1] && sh->t[5] < sh->t[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_ids_parse_sort_dedupe, reset),
@@ -413,6 +451,7 @@ int main(void) {
         cmocka_unit_test_setup(test_marker_states, reset),
         cmocka_unit_test_setup(test_phase_waits_for_rank0, reset),
         cmocka_unit_test_setup(test_exit_waits_for_timing_and_holds_shared, reset),
+        cmocka_unit_test_setup(test_exit_hold_is_bounded, reset),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

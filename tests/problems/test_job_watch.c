@@ -167,6 +167,28 @@ static void test_deadlines(void **state) {
     assert_int_equal(bound, PK_BOUND_RUN);
 }
 
+/* The runner's set-up holds the locks shared but says "setup": no phase budget (a slow CUDA
+ * context under load must not be cut by a trial's budget), and its length does not scale the
+ * budgets of later phases (a trial's does). */
+static void test_setup_phase(void **state) {
+    pk_lock_marker m;
+    assert_int_equal(pk_lock_marker_parse("4 setup 10.0 0.000 2.5\n", &m), 0);
+    assert_int_equal(m.state, PK_LOCK_STATE_SETUP);
+    assert_int_equal(m.full, 1);
+    pk_problem p = problem(300, 100);
+    pk_phase_track t;
+    pk_phase_track_init(&t, &p, 60000);
+    int bound;
+    pk_phase_track_observe(&t, seen(1, PK_LOCK_STATE_SETUP), 1000);
+    pk_phase_track_observe(&t, seen(1, PK_LOCK_STATE_SETUP), 30000); /* 29 s, still setting up */
+    assert_true(pk_phase_track_deadline(&t, 500, &bound) == 60500);
+    assert_int_equal(bound, PK_BOUND_RUN);
+    pk_phase_track_observe(&t, seen(2, PK_LOCK_STATE_NONE), 31000);
+    assert_true(t.longest_shared_ms == 0);
+    assert_int_equal(pk_phase_budget_ms(&t, 0), 10000); /* the floor, as before any trial */
+    assert_true(t.waited_ms == 0);
+}
+
 static void write_marker(const char *dir, const char *text) {
     char tmp[256], path[256];
     snprintf(tmp, sizeof tmp, "%s/locks.tmp", dir);
@@ -234,7 +256,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marker_parse), cmocka_unit_test(test_runner_times),
         cmocka_unit_test(test_budgets),      cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_watch_thread),
+        cmocka_unit_test(test_watch_thread), cmocka_unit_test(test_setup_phase),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
