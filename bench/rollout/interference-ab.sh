@@ -2,9 +2,9 @@
 # What disturbs timing under sharing (issue #13; GPU machine)? The reference timed against
 # itself for every GPU problem, REF_JOBS (4) problems at a time, under three lock settings,
 # interleaved over ROUNDS (2) rounds so that drift hits all three alike:
-#   none:  PKGYM_LOCK_SETUP=0 PKGYM_LOCK_EXIT=0  (set-up and exit overlap other jobs' timing)
-#   setup: PKGYM_LOCK_EXIT=0                     (CUDA/NCCL set-up under the shared locks)
-#   both:  the default                           (set-up and the ranks' exit under them)
+#   none:  PKGYM_LOCK_SETUP=0                    (set-up and exit overlap other jobs' timing)
+#   setup: the default                           (CUDA/NCCL set-up under the shared locks)
+#   both:  PKGYM_LOCK_EXIT=1                     (set-up and the ranks' exit under them)
 # Each prints bench/pkb/ref-self.sh's table into $OUT/ab-<variant>-<round>.md, then a summary:
 # per variant, how many problems stayed within 1.00 +- BOUND and the worst distance.
 set -u
@@ -17,7 +17,7 @@ for round in $(seq "${ROUNDS:-2}"); do
         case $v in
         none) envs="PKGYM_LOCK_SETUP=0 PKGYM_LOCK_EXIT=0" ;;
         setup) envs="PKGYM_LOCK_EXIT=0" ;;
-        both) envs="" ;;
+        both) envs="PKGYM_LOCK_EXIT=1" ;;
         esac
         echo "[$(date +%T)] round $round, $v"
         env $envs REPS=1 bash "$root/bench/pkb/ref-self.sh" ${REGEX:-} >"$OUT/ab-$v-$round.md" \
@@ -29,7 +29,7 @@ import glob, os, re, sys
 out, bound = sys.argv[1], float(sys.argv[2])
 print("| locks held during | checks | within 1.00 +- %g | worst abs(s - 1) | median max CV |" % bound)
 print("|---|---|---|---|---|")
-names = {"none": "trials (old)", "setup": "trials, set-up", "both": "trials, set-up, exit (default)"}
+names = {"none": "trials (old)", "setup": "trials, set-up (default)", "both": "trials, set-up, exit"}
 for v in ("none", "setup", "both"):
     devs, cvs, fails = [], [], 0
     for f in sorted(glob.glob(os.path.join(out, "ab-%s-*.md" % v))):

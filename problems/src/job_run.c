@@ -132,9 +132,10 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     const char *lock_setup = getenv("PKGYM_LOCK_SETUP");
     if (!lock_setup || strcmp(lock_setup, "0") != 0)
         l->argv[n++] = "--lock-setup";
-    /* Likewise the ranks' exit (the driver freeing contexts); PKGYM_LOCK_EXIT=0 lets it overlap. */
+    /* Measurements only: the ranks' exit (the driver freeing contexts) under the locks too. It
+     * made no measurable difference (bench/results/gpu-pass-2026-11-23b-h200x2.md), so it is off. */
     const char *lock_exit = getenv("PKGYM_LOCK_EXIT");
-    if (!lock_exit || strcmp(lock_exit, "0") != 0)
+    if (lock_exit && !strcmp(lock_exit, "1"))
         l->argv[n++] = "--lock-exit";
 
     /* The sandbox's default environment (PATH, HOME, CUDA_VISIBLE_DEVICES for the bound GPUs,
