@@ -133,7 +133,8 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     if (!lock_setup || strcmp(lock_setup, "0") != 0)
         l->argv[n++] = "--lock-setup";
     /* Measurements only: the ranks' exit (the driver freeing contexts) under the locks too. It
-     * made no measurable difference (bench/results/gpu-pass-2026-11-23b-h200x2.md), so it is off. */
+     * made no measurable difference (bench/results/gpu-pass-2026-11-23b-h200x2.md), so it is off.
+     */
     const char *lock_exit = getenv("PKGYM_LOCK_EXIT");
     if (lock_exit && !strcmp(lock_exit, "1"))
         l->argv[n++] = "--lock-exit";
