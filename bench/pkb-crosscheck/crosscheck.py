@@ -17,8 +17,14 @@ in the problem's dtypes and again on fp64 copies of the inputs, then reports, pe
   - the largest error of each implementation against fp64, the (atol, rtol) pair derived from
     them, and whether the output's own tolerance accepts 4x either error at every element (the
     rule in docs/problems.md, "Tolerances").
-Rank 0 prints one JSON object per dump and a summary line; the exit status is 0 only when every
-comparison passed and every allclose tolerance follows the rule.
+Rank 0 prints one JSON object per dump and a summary line (--report FILE also appends each
+object, on one line, to FILE); the exit status is 0 only when every comparison passed and every
+allclose tolerance follows the rule.
+
+--time-pkb (CUDA only) also times PKB's solution() on the first trial's inputs (time_pkb below):
+pkb_us is its median per-call time, the slowest rank's per call, as pkgym times its reference,
+so that a native reference much slower than PKB's own shows (docs/problems.md, "Tolerances"
+and "How to port a ParallelKernelBench problem").
 """
 import argparse
 import importlib.util
@@ -27,6 +33,7 @@ import json
 import math
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -136,41 +143,233 @@ def close(a, b, arg):
     return not bool(bad.any()), diff
 
 
+def timing_stats(us):
+    """problems/runner/stats.c's rn_timing_stats: median (the mean of the two middle samples for
+    an even count), mean, min and CV (sample standard deviation over the mean)."""
+    s, n = sorted(us), len(us)
+    if not n:
+        return {"median_us": None, "mean_us": None, "min_us": None, "cv": None, "iters": 0}
+    mean = sum(s) / n
+    cv = math.sqrt(sum((x - mean) ** 2 for x in s) / (n - 1)) / mean if n > 1 and mean > 0 else 0.0
+    return {"median_us": s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2]),
+            "mean_us": mean, "min_us": s[0], "cv": cv, "iters": n}
+
+
+class CallTimer:
+    """Brackets one call with events on the current stream (CUDA), or with the host clock after
+    a barrier (CPU: only for testing the loop with --time-pkb-host; no L2 there to flush)."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.flush_buf = None
+        if self.cuda:
+            props = torch.cuda.get_device_properties(device)
+            l2 = int(getattr(props, "L2_cache_size", 0) or getattr(props, "l2_cache_size", 0)
+                     or 50 << 20)
+            # pkgym's flush: a read of 2 x L2 bytes of a buffer set once (backend_gpu.cu).
+            self.flush_buf = torch.ones(2 * l2 // 4, dtype=torch.int32, device=device)
+
+    def sync_ranks(self):
+        if self.cuda:
+            dist.barrier(device_ids=[self.device.index])
+            torch.cuda.synchronize(self.device)
+        else:
+            dist.barrier()
+
+    def flush_l2(self):
+        if self.flush_buf is not None:
+            self.flush_buf.sum()  # a read kernel on the current stream; the result is dropped
+
+    def mark(self):
+        if not self.cuda:
+            return time.perf_counter()
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def elapsed_us(self, start, end):
+        if not self.cuda:
+            return (end - start) * 1e6
+        return start.elapsed_time(end) * 1e3  # ms
+
+
+def time_pkb(args, adapter, pkb, inputs, dims, world, rank, extra, device):
+    """PKB's solution() timed per call, in pkgym's terms (problems/runner/timing.c).
+
+    Every iteration calls the adapter's run() (the problem's dtypes) on fresh clones of the
+    first trial's inputs: several solutions update their inputs in place (21/22 clip the
+    gradients, 41-43 and 47 the Adam moments, 73 the logits), so a call never sees the values an
+    earlier one left. Only the solution() call itself is timed: pkb.solution is replaced, for
+    the duration, by a wrapper that flushes the L2 (a 2 x L2 read, as pkgym's epilogue does;
+    it also evicts the clones' dirty lines) and then brackets the call alone with events on the
+    current stream; the adapter's own work before and after (views, splits, the flattening of
+    outputs) and the clones stay outside. args.pkb_warmup untimed iterations, then
+    args.pkb_iters timed ones, twice:
+
+    - "per call" (pkb_us): before each call, a dist.barrier() and torch.cuda.synchronize(), so
+      the ranks start each call together from an idle GPU. The L2 flush (tens of us) is then
+      the only head start the host has over the GPU: a solution that launches its kernels
+      slower than the GPU runs them (PyTorch's per-op overhead) pays for that, and so does one
+      that synchronizes with the host (.item(), .tolist(), boolean indexing).
+    - "back to back" (pkb_timing.back_to_back): one barrier before the block, then the calls
+      with no host synchronization between them, as pkgym runs its timed blocks: the host can
+      run ahead by whole calls.
+
+    Both take each call's time on every rank, then the slowest rank's per call, then the median
+    over calls (and the CV), as pkgym does. What differs from pkgym's timing of its reference:
+    the same input values in every call (pkgym draws fresh ones: here clones of one draw), no
+    interleaving with a candidate and one block per mode instead of 2 interleaved blocks; the
+    per-call mode also adds the barrier before every call. PKB's own utils/performance.py
+    differs again: it reports the mean over back-to-back calls of one rank, with no flush (it
+    cycles through input copies instead)."""
+    timer = CallTimer(device)
+    real = pkb.solution
+    pending, state = [], {"timed": False, "sync_each": True, "calls": 0}
+
+    def timed_solution(*a, **kw):
+        state["calls"] += 1
+        if state["sync_each"]:
+            timer.sync_ranks()
+        timer.flush_l2()
+        t0 = timer.mark()
+        out = real(*a, **kw)
+        t1 = timer.mark()
+        if state["timed"]:
+            pending.append((t0, t1))
+        return out
+
+    def iterate(n):
+        for _ in range(n):
+            fresh = {k: v.clone() for k, v in inputs.items()}
+            state["calls"] = 0
+            got = adapter.run(pkb, fresh, dims, world, rank, **extra)
+            if state["calls"] != 1:
+                raise RuntimeError("the adapter called solution() %d times in one run()"
+                                   % state["calls"])
+            del fresh, got
+
+    def block(sync_each):
+        state["sync_each"], state["timed"] = sync_each, True
+        del pending[:]
+        timer.sync_ranks()
+        iterate(args.pkb_iters)
+        timer.sync_ranks()  # every event has completed
+        mine = torch.tensor([timer.elapsed_us(a, b) for a, b in pending], dtype=torch.float64,
+                            device=device)
+        parts = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(parts, mine)
+        per_call = torch.stack(parts).max(dim=0).values.tolist()  # the slowest rank, per call
+        return timing_stats(per_call)
+
+    pkb.solution = timed_solution
+    try:
+        state["timed"] = False
+        timer.sync_ranks()
+        iterate(args.pkb_warmup)
+        per_call = block(True)
+        back_to_back = block(False)
+    finally:
+        pkb.solution = real
+    return dict(per_call, warmup=args.pkb_warmup, clock="cuda events" if timer.cuda else "host",
+                back_to_back=back_to_back)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dump", required=True, nargs="+")
     ap.add_argument("--pkb", default=os.environ.get("PKB_DIR"))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--report", help="also append each dump's JSON object, one a line, here")
+    ap.add_argument("--time-pkb", action="store_true",
+                    help="time PKB's solution() on the first trial's inputs (CUDA problems)")
+    ap.add_argument("--time-pkb-host", action="store_true",
+                    help="with --device cpu: time it by the host clock anyway (a test of the "
+                    "timing loop, not a measurement)")
+    ap.add_argument("--pkb-warmup", type=int, default=20, help="untimed calls first")
+    ap.add_argument("--pkb-iters", type=int, default=50, help="timed calls per mode")
     args = ap.parse_args()
+    if args.pkb_iters < 1 or args.pkb_warmup < 0:
+        ap.error("--pkb-iters must be >= 1 and --pkb-warmup >= 0")
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", rank % torch.cuda.device_count()) if args.device == "cuda" \
         else torch.device("cpu")
     if args.device == "cuda":
         torch.cuda.set_device(device)
-    failed = []
+    failed, timed = [], 0
     for dump in args.dump:
         try:
-            ok = check_dump(args, dump, rank, world, device)
+            ok, report = check_dump(args, dump, rank, world, device)
         except Exception as e:  # one problem's adapter error must not hide the others
-            if rank == 0:
-                print(json.dumps({"dump": dump, "error": repr(e)}))
-            ok = False
+            ok, report = False, {"dump": dump, "error": repr(e)}
+        if rank == 0:
+            emit(args, report)
+        timed += report.get("pkb_us") is not None
         if not ok:
             failed.append(dump)
         dist.barrier()
     if rank == 0:
-        print("crosscheck: %d passed, %d failed%s" % (len(args.dump) - len(failed), len(failed),
-                                                       (": " + " ".join(failed)) if failed else ""))
+        print("crosscheck: %d passed, %d failed%s%s" % (
+            len(args.dump) - len(failed), len(failed),
+            (": " + " ".join(failed)) if failed else "",
+            "; PKB timed on %d of %d" % (timed, len(args.dump)) if args.time_pkb else ""))
     dist.destroy_process_group()
     return 0 if not failed else 1
+
+
+def emit(args, report):
+    """Rank 0's output for one dump: the JSON object, a line with PKB's time, and the object on
+    one line in --report."""
+    print(json.dumps(report, indent=1))
+    if "pkb_us" in report:
+        t = report["pkb_timing"]
+        if report["pkb_us"] is None:
+            print("pkb time %s: %s" % (report["problem"], t.get("skipped") or t.get("error")))
+        else:
+            b2b = t["back_to_back"]
+            print("pkb time %s: %.1f us per call (cv %.1f%%), %.1f us back to back (cv %.1f%%), "
+                  "%d calls, slowest rank per call, median" % (
+                      report["problem"], report["pkb_us"], 100 * t["cv"], b2b["median_us"],
+                      100 * b2b["cv"], t["iters"]))
+    sys.stdout.flush()
+    if args.report:
+        with open(args.report, "a") as f:
+            f.write(json.dumps(report) + "\n")
 
 
 def ref_out_float(man, arg):
     return arg["dtype"] in ("bf16", "f16", "f32", "f64", "f8e4m3")
 
 
+def load_trial(man, dump, t, rank, device, outputs=True):
+    """Trial t's inputs and pkgym's reference outputs on this rank, by argument name."""
+    inputs, ref_out = {}, {}
+    for a in man["args"]:
+        base = os.path.join(dump, "t%d_r%d_%s" % (t, rank, a["name"]))
+        if a["role"] != "output":
+            inputs[a["name"]] = load(base + ".bin", a["dtype"], a["count"], device)
+        if a["role"] != "input" and outputs:
+            ref_out[a["name"]] = load(base + ".out.bin", a["dtype"], a["count"], device)
+    return inputs, ref_out
+
+
+def run_extra(adapter, dump, t):
+    """The call's params (meta.json "params", which may depend on the trial) and the trial, for
+    adapters that take them."""
+    extra = {}
+    takes = inspect.signature(adapter.run).parameters
+    params_path = os.path.join(dump, "t%d_params.json" % t)
+    if "params" in takes and os.path.exists(params_path):
+        with open(params_path) as f:
+            extra["params"] = json.load(f)
+    if "trial" in takes:
+        extra["trial"] = t
+    return extra
+
+
 def check_dump(args, dump, rank, world, device):
+    """Checks one dump; returns (every comparison passed and the rule holds, the report)."""
     with open(os.path.join(dump, "manifest.json")) as f:
         man = json.load(f)
     if man["world"] != world:
@@ -188,25 +387,10 @@ def check_dump(args, dump, rank, world, device):
             trials, rank, man["args"][0]["name"],
             "" if man["args"][0]["role"] != "output" else ".out"))):
         trials += 1
+    dims = man["dims"]
     for t in range(trials):
-        inputs, ref_out = {}, {}
-        for a in man["args"]:
-            base = os.path.join(dump, "t%d_r%d_%s" % (t, rank, a["name"]))
-            if a["role"] != "output":
-                inputs[a["name"]] = load(base + ".bin", a["dtype"], a["count"], device)
-            if a["role"] != "input":
-                ref_out[a["name"]] = load(base + ".out.bin", a["dtype"], a["count"], device)
-        dims = man["dims"]
-        # The call's params (meta.json "params", which may depend on the trial), for adapters
-        # that take them.
-        extra = {}
-        takes = inspect.signature(adapter.run).parameters
-        params_path = os.path.join(dump, "t%d_params.json" % t)
-        if "params" in takes and os.path.exists(params_path):
-            with open(params_path) as f:
-                extra["params"] = json.load(f)
-        if "trial" in takes:
-            extra["trial"] = t
+        inputs, ref_out = load_trial(man, dump, t, rank, device)
+        extra = run_extra(adapter, dump, t)
         got = adapter.run(pkb, {k: v.clone() for k, v in inputs.items()}, dims, world, rank,
                           **extra)
         as64 = {k: v.double() if v.is_floating_point() else v.clone() for k, v in inputs.items()}
@@ -253,9 +437,31 @@ def check_dump(args, dump, rank, world, device):
             "derived_tolerance": {"atol": atol, "rtol": rtol},
             "rule_ratio": ratio if applies else None,
             "tolerance_follows_rule": follows}
-    if rank == 0:
-        print(json.dumps(report, indent=1))
-    return all_ok
+    if args.time_pkb:
+        report.update(pkb_time_report(args, adapter, pkb, man, dump, trials, world, rank, device))
+    return all_ok, report
+
+
+def pkb_time_report(args, adapter, pkb, man, dump, trials, world, rank, device):
+    """pkb_us (median per-call time of PKB's solution(), slowest rank per call), pkb_cv and
+    pkb_timing (the details), or pkb_us null and the reason."""
+    if pkb is None:
+        skipped = "no PKB solution() (the adapter's own PyTorch implementation)"
+    elif device.type != "cuda" and not args.time_pkb_host:
+        skipped = "host problem"
+    elif not trials:
+        skipped = "no trial in the dump"
+    else:
+        skipped = None
+    if skipped:
+        return {"pkb_us": None, "pkb_cv": None, "pkb_timing": {"skipped": skipped}}
+    inputs, _ = load_trial(man, dump, 0, rank, device, outputs=False)
+    try:
+        t = time_pkb(args, adapter, pkb, inputs, man["dims"], world, rank,
+                     run_extra(adapter, dump, 0), device)
+    except Exception as e:  # the cross-check's verdict stands; the time is missing, and says why
+        return {"pkb_us": None, "pkb_cv": None, "pkb_timing": {"error": repr(e)}}
+    return {"pkb_us": t["median_us"], "pkb_cv": t["cv"], "pkb_timing": t}
 
 
 if __name__ == "__main__":

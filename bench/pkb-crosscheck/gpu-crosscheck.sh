@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Cross-checks every problem that has an adapter (or those matching XC_ONLY, a regex), at W=2,
 # on the GPU machine: dumps each problem's inputs and reference outputs (pkgym check
-# --reference --skip-timing --dump, XC_JOBS at a time: no timing is taken), then one torchrun
+# --reference --skip-timing --dump, XC_JOBS at a time: pkgym takes no timing), then one torchrun
 # per device kind checks them all. PKB_DIR: a ParallelKernelBench checkout (default .gpu/pkb).
+# XC_TIME_PKB=1 (the default; 0 leaves it out): crosscheck.py --time-pkb also times PKB's
+# solution() on every CUDA problem (pkb_us; XC_PKB_WARMUP, XC_PKB_ITERS: 20 and 50 calls).
+# XC_REPORT=FILE: every problem's JSON report, one a line, in FILE (bench/pkb/table.py reads it).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -10,6 +13,10 @@ pkgym=${PKGYM:-$root/build-gpu/env/pkgym}
 pkb=${PKB_DIR:-$root/.gpu/pkb}
 world=${XC_WORLD:-2}
 work=$(mktemp -d /tmp/pkb-xc.XXXXXX)
+timing=()
+[ "${XC_TIME_PKB:-1}" = 1 ] && timing=(--time-pkb --pkb-warmup "${XC_PKB_WARMUP:-20}"
+                                      --pkb-iters "${XC_PKB_ITERS:-50}")
+[ -n "${XC_REPORT:-}" ] && : >"$XC_REPORT"
 trap 'rm -rf "$work"' EXIT
 : >"$work/cuda" ; : >"$work/cpu"
 for a in "$here"/adapters/[!_]*.py; do # _*.py: shared helpers
@@ -42,6 +49,7 @@ for kind in cuda cpu; do
     [ -n "$dumps" ] || continue
     echo "=== torchrun ($kind): $n_got dumps"
     ${TORCHRUN:-torchrun} --nproc-per-node "$world" --master-port "${XC_PORT:-29511}" \
-        "$here/crosscheck.py" --device "$kind" --pkb "$pkb" --dump $dumps || rc=1
+        "$here/crosscheck.py" --device "$kind" --pkb "$pkb" ${timing[@]+"${timing[@]}"} \
+        ${XC_REPORT:+--report "$XC_REPORT"} --dump $dumps || rc=1
 done
 exit $rc

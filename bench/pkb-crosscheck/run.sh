@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cross-checks one problem: dumps pkgym's inputs and reference outputs, then runs
 # crosscheck.py under torchrun. Usage: run.sh PROBLEM [WORLD] [PKB_DIR]
-#   PKGYM (default build/env/pkgym), DEVICE (cuda or cpu, default: cuda when a GPU is present)
+#   PKGYM (default build/env/pkgym), DEVICE (cuda or cpu, default: cuda when a GPU is present),
+#   XC_TIME_PKB (default 1: time PKB's solution() on a CUDA problem, crosscheck.py --time-pkb)
 set -euo pipefail
 problem=$1 world=${2:-2} pkb=${3:-${PKB_DIR:-}}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,4 +15,5 @@ trap 'rm -rf "$dump"' EXIT
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="correct" else "reference run: %s: %s" % (r["status"], r["reason"]))' "$dump/check.json"
 dev=${DEVICE:-$([ -e /dev/nvidia0 ] && echo cuda || echo cpu)}
 ${TORCHRUN:-torchrun} --nproc-per-node "$world" --master-port "${XC_PORT:-29511}" \
-    "$here/crosscheck.py" --dump "$dump" --device "$dev" ${pkb:+--pkb "$pkb"}
+    "$here/crosscheck.py" --dump "$dump" --device "$dev" ${pkb:+--pkb "$pkb"} \
+    $([ "${XC_TIME_PKB:-1}" = 1 ] && echo --time-pkb)
