@@ -355,6 +355,38 @@ static void test_phase_waits_for_rank0(void **state) {
     rn_gpu_phase_end(&rs);
 }
 
+/* A "runner" of 2 ranks over GPU 0 with the exit hold: each rank stamps t[2 + rank] at the
+ * exit gate and t[4 + rank] past it; rank 1 then lives linger_ms more. Returns its pid. */
+static pid_t fork_exit_runner(double linger_ms) {
+    pid_t runner = fork();
+    if (runner != 0)
+        return runner;
+    rn_group grp;
+    memset(&grp, 0, sizeof grp);
+    pid_t kids[2];
+    int who = rn_group_fork_init(&grp, 2, kids);
+    if (who == 0) {
+        sh->t[2 + grp.rank] = pk_now_ms();
+        rn_group_fork_exit_gate(&grp);
+        sh->t[4 + grp.rank] = pk_now_ms();
+        if (grp.rank == 1)
+            sleep_ms(linger_ms);
+        _exit(0);
+    }
+    rn_opts o;
+    memset(&o, 0, sizeof o);
+    o.lock_dir = dir;
+    o.lock_ids[0] = 0;
+    o.n_lock_ids = 1;
+    int ok = who == 1 && rn_group_fork_hold_exit(&grp, &o) == 0;
+    for (int i = 0; i < 2; i++) {
+        int status;
+        ok &= waitpid(kids[i], &status, 0) == kids[i] && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0;
+    }
+    _exit(ok ? 0 : 1);
+}
+
 /* --lock-exit: the fork launcher's ranks exit only while their supervisor holds the locks
  * shared, so the driver's teardown at exit never overlaps another job's timing. A writer
  * (another job timing) holds GPU 0; the ranks reach the exit gate at once but pass it only
@@ -364,33 +396,7 @@ static void test_exit_waits_for_timing_and_holds_shared(void **state) {
     pid_t w = spawn_holder(&g0, 1, RN_LOCK_EXCLUSIVE, 300, 0, NULL);
     while (!held_by_other(0, "lock"))
         sleep_ms(1);
-    pid_t runner = fork();
-    if (runner == 0) {
-        rn_group grp;
-        memset(&grp, 0, sizeof grp);
-        pid_t kids[2];
-        int who = rn_group_fork_init(&grp, 2, kids);
-        if (who == 0) {
-            sh->t[2 + grp.rank] = pk_now_ms();
-            rn_group_fork_exit_gate(&grp);
-            sh->t[4 + grp.rank] = pk_now_ms();
-            if (grp.rank == 1)
-                sleep_ms(300); /* still alive: the supervisor must hold the lock now */
-            _exit(0);
-        }
-        rn_opts o;
-        memset(&o, 0, sizeof o);
-        o.lock_dir = dir;
-        o.lock_ids[0] = 0;
-        o.n_lock_ids = 1;
-        int ok = who == 1 && rn_group_fork_hold_exit(&grp, &o) == 0;
-        for (int i = 0; i < 2; i++) {
-            int status;
-            ok &= waitpid(kids[i], &status, 0) == kids[i] && WIFEXITED(status) &&
-                  WEXITSTATUS(status) == 0;
-        }
-        _exit(ok ? 0 : 1);
-    }
+    pid_t runner = fork_exit_runner(300); /* rank 1 alive: the supervisor must hold the lock */
     double deadline = pk_now_ms() + 5000;
     while (sh->t[5] == 0 && pk_now_ms() < deadline)
         sleep_ms(1);
@@ -410,30 +416,7 @@ static void test_exit_hold_is_bounded(void **state) {
     pid_t w = spawn_holder(&g0, 1, RN_LOCK_EXCLUSIVE, 4000, 0, NULL);
     while (!held_by_other(0, "lock"))
         sleep_ms(1);
-    pid_t runner = fork();
-    if (runner == 0) {
-        rn_group grp;
-        memset(&grp, 0, sizeof grp);
-        pid_t kids[2];
-        int who = rn_group_fork_init(&grp, 2, kids);
-        if (who == 0) {
-            sh->t[2 + grp.rank] = pk_now_ms();
-            rn_group_fork_exit_gate(&grp);
-            sh->t[4 + grp.rank] = pk_now_ms();
-            _exit(0);
-        }
-        rn_opts o;
-        memset(&o, 0, sizeof o);
-        o.lock_dir = dir;
-        o.n_lock_ids = 1;
-        int ok = who == 1 && rn_group_fork_hold_exit(&grp, &o) == 0;
-        for (int i = 0; i < 2; i++) {
-            int status;
-            ok &= waitpid(kids[i], &status, 0) == kids[i] && WIFEXITED(status) &&
-                  WEXITSTATUS(status) == 0;
-        }
-        _exit(ok ? 0 : 1);
-    }
+    pid_t runner = fork_exit_runner(0);
     assert_int_equal(reap(runner, 10000), 0);
     assert_int_equal(reap(w, 10000), 0);
     double waited = sh->t[4] - sh->t[2];
