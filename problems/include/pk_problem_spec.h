@@ -12,6 +12,7 @@ extern "C" {
 
 #define PK_SPEC_MAX_LIST 48
 #define PK_SPEC_MAX_PHASES 8
+#define PK_MAX_TIMING_BLOCKS 16 /* timing.blocks: timed blocks per side */
 
 typedef enum pk_arg_check { PK_CHECK_ALL = 0, PK_CHECK_ROOT, PK_CHECK_NONE } pk_arg_check;
 
@@ -105,6 +106,7 @@ struct pk_problem {
     double atol, rtol; /* < 0: per-dtype default */
     int trials;
     int warmup_iters, warmup_ms, iters;
+    int timing_blocks; /* timed blocks per side, interleaved (timing.blocks, 1..16) */
     double l2_multiple;
     pk_string_list allowed_calls, forbidden_calls, tags;
     int n_phases;

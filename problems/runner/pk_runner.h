@@ -26,7 +26,6 @@ _Static_assert(PK_EVAL_MAX_RANKS == PK_MAX_RANKS, "PK_EVAL_MAX_RANKS must equal 
 
 #define RN_MAX_TIMED_ITERS 1024 /* timed calls per side (candidate or reference) */
 #define RN_MAX_WARM_ITERS 4096  /* warm-up calls per side */
-#define RN_BLOCKS 2             /* timed blocks per side, candidate and reference interleaved */
 #define RN_MIN_COPIES 4         /* rotation slots: secret visiting order needs a few */
 #define RN_MAX_COPIES 64
 #define RN_GUARD_BYTES 65536 /* guard zone before and after every argument */
@@ -187,14 +186,17 @@ typedef struct rn_plan {
     unsigned char trial_slot[PK_EVAL_MAX_TRIALS + 1]; /* the last: the post-timing check */
     int warmup_iters;
     unsigned char warm_slot[RN_MAX_WARM_ITERS];
-    rn_block_plan block[2][RN_BLOCKS]; /* [candidate, reference][block] */
+    int blocks;                                   /* timed blocks per side */
+    rn_block_plan block[2][PK_MAX_TIMING_BLOCKS]; /* [candidate, reference][block] */
     uint64_t guard_seed, sample_key;
 } rn_plan;
 
-/* Jitter: trials base..base+2, warm-up and timed calls x [0.875, 1.125]; each timed call verified
- * with probability 1/4, plus the last call on every slot of every candidate block. */
-void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int copies,
-                  rn_plan *out);
+/* Jitter: trials base..base+2, warm-up and timed calls x [0.875, 1.125], split into `blocks`
+ * blocks per side (fewer when there are fewer calls) of secretly jittered sizes; each timed
+ * call verified with probability 1/4, plus the last call on every slot of every candidate
+ * block. */
+void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int blocks,
+                  int copies, rn_plan *out);
 
 /* Progress markers: what each rank is doing, read by the harness after a timeout. */
 void rn_progress(const char *dir, int rank, const char *state, int trial);

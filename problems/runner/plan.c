@@ -80,8 +80,8 @@ static void plan_block(rng *r, int copies, int n, int verify, rn_block_plan *b) 
     }
 }
 
-void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int copies,
-                  rn_plan *out) {
+void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int blocks,
+                  int copies, rn_plan *out) {
     rng r = {rn_secret(seed, 0x706c616e)}; /* "plan" */
     memset(out, 0, sizeof *out);
     out->trials = base_trials + below(&r, 3);
@@ -92,13 +92,25 @@ void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, i
     out->warmup_iters = warmup_iters ? jitter(&r, warmup_iters, RN_MAX_WARM_ITERS) : 0;
     slot_order(&r, copies, out->warmup_iters, out->warm_slot);
     int total = jitter(&r, iters, RN_MAX_TIMED_ITERS);
-    int blocks = total >= RN_BLOCKS ? RN_BLOCKS : 1;
-    /* The split between blocks is secret too. */
-    int first = blocks == 1 ? total : total / 2 - total / 8 + below(&r, total / 4 + 1);
+    blocks = blocks < 1 ? 1 : blocks > PK_MAX_TIMING_BLOCKS ? PK_MAX_TIMING_BLOCKS : blocks;
+    if (blocks > total)
+        blocks = total;
+    out->blocks = blocks;
+    /* The split between blocks is secret too: even shares, then each boundary moved by up to
+     * a quarter of a share either way (every block keeps at least one call). */
+    int size[PK_MAX_TIMING_BLOCKS];
+    for (int b = 0; b < blocks; b++)
+        size[b] = total / blocks + (b < total % blocks);
+    for (int b = 0; b + 1 < blocks; b++) {
+        int d = size[b] / 4 - below(&r, size[b] / 2 + 1);
+        if (size[b] - d >= 1 && size[b + 1] + d >= 1) {
+            size[b] -= d;
+            size[b + 1] += d;
+        }
+    }
     for (int who = 0; who < 2; who++)
         for (int blk = 0; blk < blocks; blk++)
-            plan_block(&r, copies, blk == 0 ? first : total - first, who == 0,
-                       &out->block[who][blk]);
+            plan_block(&r, copies, size[blk], who == 0, &out->block[who][blk]);
     out->guard_seed = rn_secret(seed, 0x6775617264); /* "guard" */
     out->sample_key = rn_secret(seed, 0x73616d706c); /* "sampl" */
 }

@@ -163,8 +163,8 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
     }
     if (rn_layout_make(rs->p, &rs->sz, rs->b.l2_bytes, &rs->lay))
         return rn_fail(st, "too many arguments and slots for the guard zones");
-    rn_plan_make(rs->o->seed, rs->o->trials, rs->p->warmup_iters, rs->p->iters, rs->lay.copies,
-                 &rs->plan);
+    rn_plan_make(rs->o->seed, rs->o->trials, rs->p->warmup_iters, rs->p->iters,
+                 rs->p->timing_blocks, rs->lay.copies, &rs->plan);
     if (rs->b.setup_arena(&rs->b, &rs->ctx, rs->lay.arena_bytes))
         return rn_fail(st, "arena setup failed: %s", rs->b.error);
     rs->ctx.scratch = (char *)rs->ctx.sym_base + rs->lay.scratch_off;

@@ -1,7 +1,8 @@
 /* Timing of the candidate and the reference, and the verification of timed calls.
  *
- * Each side gets a warm-up and RN_BLOCKS timed blocks, interleaved (candidate, reference,
- * candidate, reference), each after a rank barrier. Every call is timed alone by CUDA events
+ * Each side gets a warm-up and the plan's timed blocks (timing.blocks, default 2), interleaved
+ * (candidate, reference, candidate, reference; beyond 2 blocks C R R C C R ...), each after a
+ * rank barrier. Every call is timed alone by CUDA events
  * on ctx->stream and followed by an untimed epilogue that is the same for every call: the
  * samples of every argument are copied out (a verified call's into its snapshot, any other's
  * into a discard buffer), the slot gets fresh inputs (so no call sees the inputs of an earlier
@@ -177,8 +178,11 @@ int rn_time_both(rank_state *rs, rn_report *rep, rank_step *st) {
     for (int who = 0; who < n_who; who++)
         if (warm_up(rs, who, &warm[who], st))
             return -1;
-    for (int blk = 0; blk < RN_BLOCKS; blk++)
-        for (int who = 0; who < n_who; who++) {
+    for (int blk = 0; blk < rs->plan.blocks; blk++)
+        for (int k = 0; k < n_who; k++) {
+            /* Beyond 2 blocks the side that goes first alternates (C R R C C R ...), so that
+             * a drift over the phase weighs on both sides alike. */
+            const int who = n_who == 2 && rs->plan.blocks > 2 && blk % 2 ? 1 - k : k;
             const rn_block_plan *bp = &rs->plan.block[who][blk];
             double host = 0, stream = 0;
             if (bp->n == 0)

@@ -11,16 +11,23 @@
 #include "pk_common.h"
 
 /* Calls inside the exclusive phase, both sides: a warm-up chunk, the timed calls (the plan
- * draws up to 1.25 x iters) and one reference run per verified call (at most 96 per block). */
+ * draws up to 1.25 x iters) and one reference run per verified call (at most 96 per block and
+ * one per call; never counted below the 192 of two full blocks). */
 #define WARM_CHUNK 16
-#define MAX_VERIFIED_PER_SIDE 192
+#define MAX_VERIFIED_PER_BLOCK 96
+#define MIN_VERIFIED_COUNTED 192
 
 void pk_phase_track_init(pk_phase_track *t, const pk_problem *p, int run_limit_ms) {
     memset(t, 0, sizeof *t);
     t->run_limit_ms = run_limit_ms;
     t->warmup_ms = p ? p->warmup_ms : 0;
-    int iters = p ? p->iters : 0;
-    t->exclusive_calls = 2 * (WARM_CHUNK + (iters * 5 + 3) / 4) + MAX_VERIFIED_PER_SIDE;
+    int iters = p ? p->iters : 0, calls = (iters * 5 + 3) / 4;
+    int blocks = p && p->timing_blocks > 0 ? p->timing_blocks : 2;
+    int verified =
+        blocks * MAX_VERIFIED_PER_BLOCK < calls ? blocks * MAX_VERIFIED_PER_BLOCK : calls;
+    if (verified < MIN_VERIFIED_COUNTED)
+        verified = MIN_VERIFIED_COUNTED;
+    t->exclusive_calls = 2 * (WARM_CHUNK + calls) + verified;
 }
 
 int pk_lock_marker_parse(const char *text, pk_lock_marker *m) {

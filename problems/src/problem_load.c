@@ -316,11 +316,13 @@ static int load_fields(loader *ld, json_t *root, pk_problem *p) {
         return PK_ERR_INVALID;
     json_t *timing = json_object_get(root, "timing");
     loader tl = {ld->file, ld->err};
-    long long wi, wm, it;
+    long long wi, wm, it, blocks;
     if (get_int(&tl, timing, "warmup_iters", 50, 0, 100000, &wi) ||
         get_int(&tl, timing, "warmup_ms", 300, 0, 60000, &wm) ||
-        get_int(&tl, timing, "iters", 100, 1, 100000, &it))
+        get_int(&tl, timing, "iters", 100, 1, 100000, &it) ||
+        get_int(&tl, timing, "blocks", 2, 1, PK_MAX_TIMING_BLOCKS, &blocks))
         return PK_ERR_INVALID;
+    p->timing_blocks = (int)blocks;
     p->warmup_iters = (int)wi;
     p->warmup_ms = (int)wm;
     p->iters = (int)it;

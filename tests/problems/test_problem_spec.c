@@ -120,6 +120,7 @@ static void loads_selftest_allgather(void **state) {
     assert_string_equal(pk_problem_entry(p), "solution");
     assert_int_equal(pk_problem_needs_gpu(p), 0);
     assert_string_equal(p->launcher, "mpi");
+    assert_int_equal(p->timing_blocks, 2); /* the default */
     assert_int_equal(p->n_args, 2);
     assert_int_equal(p->args[1].dtype, PK_DTYPE_I32);
     assert_int_equal(p->args[1].role, PK_ARG_OUTPUT);
@@ -170,6 +171,13 @@ static void rejects_malformed_meta(void **state) {
     assert_int_equal(load_text("{\"id\": \"bad\", \"title\": \"t\"}", &err, dir, sizeof dir),
                      PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "category"));
+    /* timing.blocks: 1..16 */
+    assert_int_equal(
+        load_text("{" BASE ", \"timing\": {\"blocks\": 17}, \"args\": [{\"name\": "
+                  "\"x\", \"dtype\": \"f32\", \"role\": \"input\", \"count\": \"4\"}]}",
+                  &err, dir, sizeof dir),
+        PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "blocks"));
     assert_int_equal(load_text("{" BASE ", \"launcher\": \"fork\", \"args\": [{\"name\": \"x\", "
                                "\"dtype\": \"f32\", \"role\": \"input\", \"count\": 4}]}",
                                &err, dir, sizeof dir),

@@ -17,7 +17,7 @@ static void plan_is_secret_and_jittered(void **state) {
     static rn_plan a, b;
     int trials_seen[3] = {0}, iters_min = 1 << 30, iters_max = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
-        rn_plan_make(seed, 5, 40, 100, 4, &a);
+        rn_plan_make(seed, 5, 40, 100, 2, 4, &a);
         assert_true(a.trials >= 5 && a.trials <= 7);
         trials_seen[a.trials - 5] = 1;
         assert_true(a.warmup_iters >= 35 && a.warmup_iters <= 45);
@@ -32,17 +32,46 @@ static void plan_is_secret_and_jittered(void **state) {
     assert_true(iters_max - iters_min >= 15);
     long sum = 0; /* symmetric: as many calls as asked for, on average */
     for (uint64_t seed = 1000; seed < 3000; seed++) {
-        rn_plan_make(seed, 5, 40, 100, 4, &a);
+        rn_plan_make(seed, 5, 40, 100, 2, 4, &a);
         sum += a.block[0][0].n + a.block[0][1].n;
     }
     assert_true(sum / 2000.0 > 98 && sum / 2000.0 < 102);
     /* Same seed, same plan on every rank; another seed, another plan. */
-    rn_plan_make(77, 5, 40, 100, 4, &a);
-    rn_plan_make(77, 5, 40, 100, 4, &b);
+    rn_plan_make(77, 5, 40, 100, 2, 4, &a);
+    rn_plan_make(77, 5, 40, 100, 2, 4, &b);
     assert_memory_equal(&a, &b, sizeof a);
-    rn_plan_make(78, 5, 40, 100, 4, &b);
+    rn_plan_make(78, 5, 40, 100, 2, 4, &b);
     assert_memory_not_equal(a.block[0][0].slot, b.block[0][0].slot, 20);
     assert_true(a.guard_seed != b.guard_seed && a.sample_key != b.sample_key);
+}
+
+/* timing.blocks: the calls split into that many blocks per side (fewer when there are fewer
+ * calls), the same sizes on both sides, every block non-empty, sizes near an even share but
+ * secret (they vary with the seed). */
+static void plan_splits_into_blocks(void **state) {
+    (void)state;
+    static rn_plan a;
+    int first_min = 1 << 30, first_max = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        rn_plan_make(seed, 5, 40, 300, 16, 64, &a);
+        assert_int_equal(a.blocks, 16);
+        int total = 0;
+        for (int b = 0; b < a.blocks; b++) {
+            assert_int_equal(a.block[0][b].n, a.block[1][b].n);
+            assert_true(a.block[0][b].n >= 1 && a.block[0][b].n <= 2 * 300 / 16);
+            total += a.block[0][b].n;
+        }
+        assert_true(total >= 263 && total <= 337);
+        first_min = a.block[0][0].n < first_min ? a.block[0][0].n : first_min;
+        first_max = a.block[0][0].n > first_max ? a.block[0][0].n : first_max;
+    }
+    assert_true(first_max - first_min >= 4);
+    rn_plan_make(3, 5, 40, 3, 16, 4, &a); /* 3 calls (x jitter): at most one block per call */
+    assert_true(a.blocks >= 1 && a.blocks <= 3);
+    rn_plan_make(3, 5, 40, 100, 0, 4, &a); /* out of range: clamped */
+    assert_int_equal(a.blocks, 1);
+    rn_plan_make(3, 5, 40, 100, 99, 4, &a);
+    assert_int_equal(a.blocks, PK_MAX_TIMING_BLOCKS);
 }
 
 /* Every slot's last call is verified, others with probability about 1/4, reference blocks
@@ -50,10 +79,12 @@ static void plan_is_secret_and_jittered(void **state) {
 static void plan_verifies_last_calls_and_some_others(void **state) {
     (void)state;
     static rn_plan p;
-    long verified = 0, calls = 0;
-    for (uint64_t seed = 1; seed <= 100; seed++) {
-        rn_plan_make(seed, 5, 10, 200, 6, &p);
-        for (int blk = 0; blk < RN_BLOCKS; blk++) {
+    long verified[2] = {0, 0}, calls[2] = {0, 0}; /* [2 blocks, 7 blocks] */
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        const int seven = seed % 2 == 0;
+        rn_plan_make(seed, 5, 10, 200, seven ? 7 : 2, 6, &p);
+        assert_int_equal(p.blocks, seven ? 7 : 2);
+        for (int blk = 0; blk < p.blocks; blk++) {
             const rn_block_plan *c = &p.block[0][blk], *r = &p.block[1][blk];
             assert_int_equal(r->n_verified, 0);
             int last[RN_MAX_COPIES], used[RN_MAX_COPIES] = {0}, next_index = 0;
@@ -71,12 +102,15 @@ static void plan_verifies_last_calls_and_some_others(void **state) {
                 assert_true(used[s]);
                 assert_true(c->verify[last[s]] >= 0);
             }
-            verified += c->n_verified;
-            calls += c->n;
+            verified[seven] += c->n_verified;
+            calls[seven] += c->n;
         }
     }
-    double share = (double)verified / (double)calls;
-    assert_true(share > 0.25 && share < 0.35); /* 1/4 plus the last calls */
+    /* 1/4 plus the last calls: 6 of ~100 per block at 2 blocks, 6 of ~29 at 7. */
+    double share2 = (double)verified[0] / (double)calls[0];
+    double share7 = (double)verified[1] / (double)calls[1];
+    assert_true(share2 > 0.25 && share2 < 0.35);
+    assert_true(share7 > 0.36 && share7 < 0.47);
 }
 
 static pk_problem *two_arg_problem(void) {
@@ -180,6 +214,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plan_is_secret_and_jittered),
         cmocka_unit_test(plan_verifies_last_calls_and_some_others),
+        cmocka_unit_test(plan_splits_into_blocks),
         cmocka_unit_test(layout_puts_zones_around_every_argument),
         cmocka_unit_test(guards_name_the_stray_write),
     };
