@@ -69,6 +69,7 @@ static void loads_the_compute_format(void **state) {
     assert_int_equal(pk_problem_load_dir(PK_PROBLEMS_SRC "/selftest/params_topk", "selftest",
                                          "params_topk", NULL, &p, &err),
                      PK_OK);
+    assert_int_equal(p->timing_blocks, 2); /* no timing.blocks: the default */
     assert_int_equal(p->n_params, 2);
     assert_string_equal(p->params[0].name, "scale");
     assert_true(p->params[0].value == 0.5 && !p->params[0].expr[0]);
@@ -120,7 +121,7 @@ static void loads_selftest_allgather(void **state) {
     assert_string_equal(pk_problem_entry(p), "solution");
     assert_int_equal(pk_problem_needs_gpu(p), 0);
     assert_string_equal(p->launcher, "mpi");
-    assert_int_equal(p->timing_blocks, 2); /* the default */
+    assert_int_equal(p->timing_blocks, 5); /* timing.blocks */
     assert_int_equal(p->n_args, 2);
     assert_int_equal(p->args[1].dtype, PK_DTYPE_I32);
     assert_int_equal(p->args[1].role, PK_ARG_OUTPUT);
