@@ -3,8 +3,9 @@
  * GPU N has two files in the lock directory: gpuN.turnstile and gpuN.lock (flock(2) locks,
  * released by the kernel when the process dies). Timing takes gpuN.lock EXCLUSIVE; every other
  * phase that runs GPU work (a correctness trial, the post-timing check) takes it SHARED, and
- * so does the set-up (CUDA context, NCCL communicator, arena; RN_LOCK_SETUP) and the ranks'
- * exit (the fork launcher's supervisor), which disturb the timing of a job beside them. Writer
+ * so does the set-up (CUDA context, NCCL communicator, arena; RN_LOCK_SETUP), which disturbs
+ * the timing of a job beside it; with --lock-exit, the ranks' exit too (held by the fork
+ * launcher's supervisor). Writer
  * preference: a writer takes the turnstile, then the lock, then lets the turnstile go; a reader
  * passes through the turnstile (takes it and lets it go) before taking the lock shared. While a
  * writer waits for the lock it holds the turnstile, so no new reader gets in: timing is never
