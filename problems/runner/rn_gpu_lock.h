@@ -5,11 +5,10 @@
  * phase that runs GPU work (a correctness trial, the post-timing check) takes it SHARED, and
  * so does the set-up (CUDA context, NCCL communicator, arena; RN_LOCK_SETUP), which disturbs
  * the timing of a job beside it; with --lock-exit, the ranks' exit too (held by the fork
- * launcher's supervisor). Writer
- * preference: a writer takes the turnstile, then the lock, then lets the turnstile go; a reader
- * passes through the turnstile (takes it and lets it go) before taking the lock shared. While a
- * writer waits for the lock it holds the turnstile, so no new reader gets in: timing is never
- * starved by a stream of trials.
+ * launcher's supervisor). Writer preference: a writer takes the turnstile, then the lock, then
+ * lets the turnstile go; a reader passes through the turnstile (takes it and lets it go) before
+ * taking the lock shared. While a writer waits for the lock it holds the turnstile, so no new
+ * reader gets in: timing is never starved by a stream of trials.
  *
  * Deadlock freedom: the locks of a job's GPUs are taken in ascending GPU order, turnstile
  * before lock (order T0 < L0 < T1 < L1 ...), by one process per job (rank 0); nobody waits
