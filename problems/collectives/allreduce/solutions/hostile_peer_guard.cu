@@ -108,14 +108,16 @@ static size_t whole(size_t n, int world) {
     return n / 8 / world;
 }
 
-__global__ void stray(__nv_bfloat16 *p) {
-    p[0] = __float2bfloat16(2.0f);
-    p[1] = __float2bfloat16(3.0f);
+// The complement of the 4 guard bytes there, so that all 4 change: fixed values would match the
+// secret guard bytes now and then (1 in 256 per byte), and fewer bytes would be counted.
+__global__ void stray(unsigned char *p) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)~p[i];
 }
 
 extern "C" int solution(const pk_ctx *ctx, const __nv_bfloat16 *x, __nv_bfloat16 *y, size_t n) {
     int rc = all_reduce(ctx, x, y, n, whole(n, ctx->world_size));
     if (ctx->rank == 0)
-        stray<<<1, 1, 0, ctx->stream>>>(static_cast<__nv_bfloat16 *>(pk_peer(ctx, y + n, 1)));
+        stray<<<1, 1, 0, ctx->stream>>>(static_cast<unsigned char *>(pk_peer(ctx, y + n, 1)));
     return rc ? rc : cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -1,6 +1,7 @@
 // Hostile twin of hostile_peer_guard.cu: every rank exposes y and the 16 bytes after it as an
-// MPI window, and rank 0 puts one float just past the end of rank 1's y (rank 1's guard
-// zone). Host ranks share no memory, so one-sided MPI is the peer's way in. Expected: incorrect.
+// MPI window, and rank 0 overwrites the 4 bytes just past the end of rank 1's y (rank 1's
+// guard zone). Host ranks share no memory, so one-sided MPI is the peer's way in. Expected:
+// incorrect.
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,17 @@ extern "C" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {
     if (MPI_Win_create(y, (MPI_Aint)((n + 4) * sizeof *y), sizeof *y, MPI_INFO_NULL,
                        (MPI_Comm)ctx->mpi_comm, &win) != MPI_SUCCESS)
         return 2;
-    const float stray = 3.0f;
+    // The stray word is the complement of what is there, so that all 4 bytes change: a fixed
+    // value would match the secret guard byte now and then (1 in 256 per byte), and the harness
+    // would count fewer bytes than were written.
+    unsigned int stray = 0;
     MPI_Win_fence(0, win);
     if (ctx->rank == 0)
-        MPI_Put(&stray, 1, MPI_FLOAT, 1, (MPI_Aint)n, 1, MPI_FLOAT, win);
+        MPI_Get(&stray, 1, MPI_UNSIGNED, 1, (MPI_Aint)n, 1, MPI_UNSIGNED, win);
+    MPI_Win_fence(0, win);
+    stray = ~stray;
+    if (ctx->rank == 0)
+        MPI_Put(&stray, 1, MPI_UNSIGNED, 1, (MPI_Aint)n, 1, MPI_UNSIGNED, win);
     MPI_Win_fence(0, win);
     MPI_Win_free(&win);
     return rc;
