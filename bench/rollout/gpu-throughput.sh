@@ -18,7 +18,8 @@
 # is printed last and kept as $OUT/table.md.
 #   bash bench/rollout/gpu-throughput.sh          (from the repository root, with .debs)
 # BUDGET_S (530), LOAD_JOBS (4), SKIP_BUILD=1 (reuse build-gpu), VARIANTS ("16 4": the
-# jobs-per-GPU of section 7).
+# jobs-per-GPU of section 8), SECTIONS (default all: a subset of "init check interference hung
+# batch locksetup variants").
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -28,7 +29,10 @@ budget=${BUDGET_S:-530}
 t_start=$(date +%s)
 left() { echo $((budget - ($(date +%s) - t_start))); }
 say() { echo "[$(($(date +%s) - t_start)) s] $*" | tee -a "$OUT/progress.log"; }
-need() { # need SECONDS WHAT: 0 when there is time, else says it is skipped
+need() { # need SECONDS WHAT [KEY]: 0 when there is time and KEY is in $SECTIONS (when set)
+    if [ -n "${SECTIONS:-}" ] && [ -n "${3:-}" ] && [[ " $SECTIONS " != *" $3 "* ]]; then
+        return 1
+    fi
     if [ "$(left)" -lt "$1" ]; then
         say "SKIPPED $2: $(left) s left, needs $1 s"
         echo "$2" >>"$OUT/skipped.txt"
@@ -84,7 +88,7 @@ check() {
 }
 
 # --- 1. start-up probe ---
-if need 40 "init probe"; then
+if need 40 "init probe" init; then
     say "init probe"
     if nvcc -O2 -arch=sm_90a -o "$OUT/init_probe" bench/throughput/init_probe.cu -lnccl \
         >"$OUT/probe-build.log" 2>&1; then
@@ -98,7 +102,7 @@ if need 40 "init probe"; then
 fi
 
 # --- 2. one pkgym check, fast exit vs teardown ---
-if need 40 "single check"; then
+if need 40 "single check" check; then
     say "single checks"
     for i in 1 2 3; do
         check "check-fast-$i" -- --problem "$AR" "$AR_SOL/correct.cu"
@@ -132,7 +136,7 @@ load_stop() {
     touch "$OUT/$1.stop"
     wait "${load_pids[@]}" 2>/dev/null
 }
-if need 110 "interference"; then
+if need 110 "interference" interference; then
     say "interference: alone"
     for i in 1 2 3 4; do check "if-alone-$i" -- --problem "$AR" "$AR_SOL/correct.cu"; done
     for i in 1 2 3; do check "if-ref-alone-$i" -- --problem "$AR" --reference; done
@@ -143,7 +147,7 @@ if need 110 "interference"; then
     load_stop load
 fi
 # --- 4. hung jobs among others ---
-if need 80 "hung jobs"; then
+if need 80 "hung jobs" hung; then
     say "hung jobs among others"
     # Correct, but rank 1 spins on the host from its 8th call: past the trials (5 + 0..2),
     # in the timing warm-up, which holds the GPUs alone.
@@ -194,7 +198,7 @@ batch() { # batch NAME EPISODES WARM_EPISODES [ENV=V...]
     touch "$OUT/$name.sampling-stop"
     wait "$sampler" 2>/dev/null
 }
-if need 90 "batch"; then
+if need 90 "batch" batch; then
     say "batch 64 x 3, cold then warm"
     batch batch 64 64
     say "batch done"
@@ -208,7 +212,7 @@ nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits \
 pgrep -af 'pk-runner|mpirun|cicc|ptxas' >"$OUT/after-batch-procs.txt" 2>&1
 
 # --- 7. interference again, the arena set-up holding the locks shared ---
-if need 60 "interference with PKGYM_LOCK_SETUP=1"; then
+if need 60 "interference with PKGYM_LOCK_SETUP=1" locksetup; then
     say "interference: under load, set-up holding the locks shared"
     load_start load-ls PKGYM_LOCK_SETUP=1
     for i in 1 2 3 4; do
@@ -219,7 +223,7 @@ fi
 
 # --- 8. other co-residency settings ---
 for k in ${VARIANTS:-16 4}; do
-    if need 170 "batch with $k jobs per GPU"; then
+    if need 170 "batch with $k jobs per GPU" variants; then
         say "batch 32 x 3 cold, 64 x 3 warm, $k jobs per GPU"
         batch "batch-jpg$k" 32 64 JOBS_PER_GPU="$k"
     fi

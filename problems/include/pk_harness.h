@@ -71,6 +71,7 @@ typedef struct pk_stage_times {
                                with PKGYM_RUNNER_TEARDOWN=1; by default the runner exits at once) */
     /* Inside run_check_ms + run_timing_ms: waiting for other jobs' hold on the GPU locks. */
     double run_lock_wait_ms;
+    double run_timing_expect_ms; /* the runner's estimate of its timing phase (its budget's base) */
 } pk_stage_times;
 
 /* The baseline a speedup was computed against: the reference timed in this step, or a cached

@@ -33,9 +33,11 @@ static void write_marker(rn_gpu_locks *l, int mode, int waiting, double since) {
         return;
     char tmp[600], line[128];
     snprintf(tmp, sizeof tmp, "%s.tmp", l->marker);
-    int n =
-        snprintf(line, sizeof line, "%u %s %.3f %.3f %.3f\n", ++l->seq,
-                 rn_gpu_lock_state_name(mode, waiting), since, l->longest_shared_ms, l->wait_ms);
+    int n = snprintf(line, sizeof line, "%u %s %.3f %.3f %.3f %.3f\n", ++l->seq,
+                     rn_gpu_lock_state_name(mode, waiting), since, l->longest_shared_ms, l->wait_ms,
+                     l->expect_ms);
+    if (n < 0 || n >= (int)sizeof line)
+        return;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return;

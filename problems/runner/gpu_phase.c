@@ -116,6 +116,10 @@ void rn_gpu_phase_end(rank_state *rs) {
         rn_gpu_locks_release(&g_locks);
 }
 
+void rn_gpu_phase_expect(double ms) {
+    g_locks.expect_ms = ms > 0 ? ms : 0;
+}
+
 double rn_gpu_lock_wait_ms(void) {
     return g_locks.wait_ms;
 }

@@ -198,6 +198,27 @@ typedef struct rn_plan {
 void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, int blocks,
                   int copies, rn_plan *out);
 
+/* What the trials showed of one call's cost (rank 0's wall clock, ms): a slot's fill (fresh
+ * inputs, poisoned outputs), the candidate plus the reference on it, and one rank barrier
+ * (with ranks oversubscribed on few cores, a barrier can cost more than a call). The first
+ * trial pays for lazy loading and connection set-up; the pace is the slowest of the later
+ * trials, part by part, or the first when it is the only one. */
+typedef struct rn_pace {
+    double first_fill_ms, first_calls_ms, first_sync_ms;
+    double fill_ms, calls_ms, sync_ms; /* max over the trials after the first */
+    int later;                         /* trials after the first seen */
+} rn_pace;
+void rn_pace_add(rn_pace *p, int first, double fill_ms, double calls_ms, double sync_ms);
+void rn_pace_max(rn_pace *into, const rn_pace *other); /* part by part: the slowest rank's */
+/* How long the timing phase of `plan` should take at that pace (ms): every warm-up, timed and
+ * verified call at the cost of a fill plus both calls (an epilogue regenerates a slot), every
+ * slot refilled before each warm-up and block, a warm-up bounded by its calls and by warmup_ms
+ * plus one chunk begun before that cap, a rank barrier (or broadcast) per warm-up chunk and
+ * per block, and one per side to gather the times. 0 when the pace is unknown. n_sides: 2, or
+ * 1 when the reference is not timed. */
+double rn_timing_expect_ms(const rn_plan *plan, const rn_pace *pace, int n_sides, int copies,
+                           double warmup_ms);
+
 /* Progress markers: what each rank is doing, read by the harness after a timeout. */
 void rn_progress(const char *dir, int rank, const char *state, int trial);
 /* Warm mode: waits until dir/go (returns 1) or dir/abort (returns 0) exists. Unbounded here:
@@ -231,6 +252,7 @@ typedef struct rn_report {
     double verify_ms;          /* slowest rank: epilogues, block checks, post-timing call, guards */
     double teardown_ms;        /* rank 0: freeing buffers, window, communicators */
     double lock_wait_ms;       /* rank 0: waiting for other jobs' GPU locks */
+    double timing_expect_ms;   /* the expected timing phase (the slowest rank's pace) */
 } rn_report;
 
 int rn_report_write(const char *path, const rn_report *r);
@@ -264,6 +286,7 @@ typedef struct rank_state {
     double slot_params[RN_MAX_COPIES][PK_MAX_PARAMS]; /* the params of that key */
     int verified_key[RN_MAX_VERIFIED];
     unsigned char verified_slot[RN_MAX_VERIFIED];
+    rn_pace pace; /* of the trials, for the timing phase's expected length */
 } rank_state;
 
 /* What each rank tells the others after a step. */
@@ -329,6 +352,9 @@ int rn_dump_trial(rank_state *rs, int trial, int slot, rank_step *st);
 int rn_gpu_phase_begin(rank_state *rs, int mode, rank_step *st);
 void rn_gpu_phase_end(rank_state *rs);
 double rn_gpu_lock_wait_ms(void); /* rank 0: time spent waiting for the locks */
+/* Rank 0: the expected length of the next exclusive hold (ms, 0: none), written into the lock
+ * marker so that the harness can bound a hung timing phase by it (problems/src/job_watch.c). */
+void rn_gpu_phase_expect(double ms);
 
 /* Warm-up and the timed blocks of both sides, with the timed calls' verification. */
 int rn_time_both(rank_state *rs, rn_report *rep, rank_step *st);

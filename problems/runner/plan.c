@@ -114,3 +114,51 @@ void rn_plan_make(uint64_t seed, int base_trials, int warmup_iters, int iters, i
     out->guard_seed = rn_secret(seed, 0x6775617264); /* "guard" */
     out->sample_key = rn_secret(seed, 0x73616d706c); /* "sampl" */
 }
+
+void rn_pace_add(rn_pace *p, int first, double fill_ms, double calls_ms, double sync_ms) {
+    if (first) {
+        p->first_fill_ms = fill_ms;
+        p->first_calls_ms = calls_ms;
+        p->first_sync_ms = sync_ms;
+        return;
+    }
+    p->fill_ms = fill_ms > p->fill_ms ? fill_ms : p->fill_ms;
+    p->calls_ms = calls_ms > p->calls_ms ? calls_ms : p->calls_ms;
+    p->sync_ms = sync_ms > p->sync_ms ? sync_ms : p->sync_ms;
+    p->later++;
+}
+
+void rn_pace_max(rn_pace *into, const rn_pace *o) {
+#define PK_PACE_MAX(f) into->f = o->f > into->f ? o->f : into->f
+    PK_PACE_MAX(first_fill_ms);
+    PK_PACE_MAX(first_calls_ms);
+    PK_PACE_MAX(first_sync_ms);
+    PK_PACE_MAX(fill_ms);
+    PK_PACE_MAX(calls_ms);
+    PK_PACE_MAX(sync_ms);
+    PK_PACE_MAX(later);
+#undef PK_PACE_MAX
+}
+
+#define WARM_CHUNK 16 /* timing.c's warm-up chunk, each after a rank broadcast */
+
+double rn_timing_expect_ms(const rn_plan *plan, const rn_pace *pace, int n_sides, int copies,
+                           double warmup_ms) {
+    double fill = pace->later ? pace->fill_ms : pace->first_fill_ms;
+    double calls = pace->later ? pace->calls_ms : pace->first_calls_ms;
+    double sync = pace->later ? pace->sync_ms : pace->first_sync_ms;
+    if (fill + calls <= 0)
+        return 0;
+    double per_call = fill + calls, ms = 0;
+    for (int who = 0; who < n_sides; who++) {
+        /* Warm-up: its calls, or its time cap plus a chunk begun just before the cap. */
+        double warm = plan->warmup_iters * per_call, capped = warmup_ms + WARM_CHUNK * per_call;
+        int chunks = (plan->warmup_iters + WARM_CHUNK - 1) / WARM_CHUNK + 1;
+        ms += copies * fill + (warm < capped ? warm : capped) + chunks * sync + sync;
+        for (int b = 0; b < plan->blocks; b++) {
+            const rn_block_plan *bp = &plan->block[who][b];
+            ms += copies * fill + sync + (bp->n + (who == 0 ? bp->n_verified : 0)) * per_call;
+        }
+    }
+    return ms;
+}

@@ -264,17 +264,23 @@ static int compare_outputs(rank_state *rs, int slot, rank_step *st) {
 }
 
 int rn_check_trial(rank_state *rs, int key, int slot, rank_step *st) {
+    double t_fill = pk_now_ms();
     if (rn_fill_slot(rs, slot, key, st))
         return -1;
+    double fill_ms = pk_now_ms() - t_fill;
     pk_problem_call c;
     rn_make_call(rs, slot, 0, &c);
+    double t_sync = pk_now_ms();
     if (rs->g->barrier(rs->g))
         return rn_fail(st, "rank barrier failed");
+    double sync_ms = pk_now_ms() - t_sync;
     int trial = key < KEY_POST_TIMING ? key : -1;
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "candidate", trial);
+    double t_cand = pk_now_ms();
     int rc = rn_call_candidate(rs, &c);
     /* Only ctx->stream is waited for: work left on another stream shows up as wrong output. */
     int sync_rc = rs->b.sync_stream ? rs->b.sync_stream(&rs->b, &rs->ctx) : rs->b.sync(&rs->b);
+    double calls_ms = pk_now_ms() - t_cand;
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", trial);
     if (rc)
         return rn_fail(st, "%s returned %d on rank %d", rs->p->entry, rc, rs->ctx.rank);
@@ -300,8 +306,12 @@ int rn_check_trial(rank_state *rs, int key, int slot, rank_step *st) {
     pk_problem_call rc_call;
     rn_make_call(rs, slot, 1, &rc_call);
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "reference", trial);
+    double t_ref = pk_now_ms();
     if (rs->mod->reference(&rc_call) || rs->b.sync(&rs->b))
         return rn_fail(st, "the reference failed: %s", rs->b.error);
+    calls_ms += pk_now_ms() - t_ref;
+    if (trial >= 0)
+        rn_pace_add(&rs->pace, trial == 0, fill_ms, calls_ms, sync_ms);
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", trial);
     if (compare_outputs(rs, slot, st))
         return -1;
@@ -447,6 +457,17 @@ static int run_trials(rank_state *rs, rn_report *rep, rank_step *all) {
 static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     double t0 = pk_now_ms();
     rank_step st = {0};
+    /* Every rank's pace: rank 0 waits for the slowest at each block's end. */
+    static rn_pace paces[PK_MAX_RANKS];
+    rn_pace worst = rs->pace;
+    if (rs->g->allgather(rs->g, &rs->pace, paces, sizeof rs->pace) == 0) {
+        for (int r = 0; r < rs->g->world; r++)
+            rn_pace_max(&worst, &paces[r]);
+        rep->timing_expect_ms =
+            rn_timing_expect_ms(&rs->plan, &worst, rs->o->skip_reference_timing ? 1 : 2,
+                                rs->lay.copies, rs->p->warmup_ms);
+    }
+    rn_gpu_phase_expect(rep->timing_expect_ms);
     if (rn_gpu_phase_begin(rs, RN_LOCK_EXCLUSIVE, &st) == 0)
         rn_time_both(rs, rep, &st);
     rn_gpu_phase_end(rs);

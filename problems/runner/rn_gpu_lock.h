@@ -14,11 +14,12 @@
  * before lock (order T0 < L0 < T1 < L1 ...), by one process per job (rank 0); nobody waits
  * for a lower-ordered file while holding a higher one, so no cycle of waits can form.
  *
- * The holder writes a marker, `<seq> <state> <since_ms> <longest_shared_ms> <waited_ms>`
- * (state one of none, wait-shared, shared, wait-exclusive, exclusive, setup; since_ms on the
- * CLOCK_MONOTONIC clock, which the sandbox shares with the harness; the longest shared hold
- * and the total wait so far), that the harness polls to bound how long a phase may hold the
- * locks and to not count lock waits against the run limit (problems/src/job_watch.c). */
+ * The holder writes a marker, `<seq> <state> <since_ms> <longest_shared_ms> <waited_ms>
+ * <expect_ms>` (state one of none, wait-shared, shared, wait-exclusive, exclusive, setup;
+ * since_ms on the CLOCK_MONOTONIC clock, which the sandbox shares with the harness; the longest
+ * shared hold and the total wait so far; how long the runner expects its exclusive hold to
+ * last, 0 when it has no estimate), that the harness polls to bound how long a phase may hold
+ * the locks and to not count lock waits against the run limit (problems/src/job_watch.c). */
 #ifndef RN_GPU_LOCK_H
 #define RN_GPU_LOCK_H
 
@@ -48,6 +49,7 @@ typedef struct rn_gpu_locks {
     double wait_ms;           /* total time spent waiting for the locks */
     double held_since;        /* when the current hold began (pk_now_ms, CLOCK_MONOTONIC) */
     double longest_shared_ms; /* the longest shared hold so far */
+    double expect_ms;         /* the runner's estimate of its exclusive hold (0: none) */
 } rn_gpu_locks;
 
 /* Opens (creating if needed) the files of GPUs ids[0..n) in dir; ids are sorted and deduped.

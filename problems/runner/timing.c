@@ -91,10 +91,15 @@ static int warm_up(rank_state *rs, int reference, int *done_iters, rank_step *st
             break;
         int chunk = want - done < 16 ? want - done : 16;
         timed_ctx t = {rs, reference, rs->plan.warm_slot + done, NULL};
+        if (!done) /* a hang in the warm-up names the side */
+            rn_progress(rs->o->progress_dir, rs->ctx.rank, reference ? "reference" : "candidate",
+                        -1);
         if (run_calls(rs, &t, chunk, scratch, &host, &stream))
             return rn_fail(st, "warm-up failed: %s", rs->b.error);
         done += chunk;
     }
+    if (done)
+        rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", -1);
     *done_iters = done;
     return 0;
 }

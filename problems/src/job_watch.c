@@ -35,12 +35,15 @@ int pk_lock_marker_parse(const char *text, pk_lock_marker *m) {
                                   "wait-exclusive", "exclusive",   "setup"};
     char word[32];
     memset(m, 0, sizeof *m);
-    int n = text ? sscanf(text, "%u %31s %lf %lf %lf", &m->seq, word, &m->since_ms,
-                          &m->longest_shared_ms, &m->waited_ms)
+    int n = text ? sscanf(text, "%u %31s %lf %lf %lf %lf", &m->seq, word, &m->since_ms,
+                          &m->longest_shared_ms, &m->waited_ms, &m->expect_ms)
                  : 0;
-    if (n != 2 && n != 5)
+    if (n != 2 && n != 5 && n != 6)
         return -1;
-    m->full = n == 5 && m->since_ms >= 0 && m->longest_shared_ms >= 0 && m->waited_ms >= 0;
+    m->full = n >= 5 && m->since_ms >= 0 && m->longest_shared_ms >= 0 && m->waited_ms >= 0 &&
+              m->expect_ms >= 0 && m->expect_ms < 1e12;
+    if (!m->full)
+        m->expect_ms = 0;
     for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
         if (!strcmp(word, names[i])) {
             m->state = i;
@@ -68,6 +71,8 @@ void pk_phase_track_observe(pk_phase_track *t, const pk_lock_marker *m, double n
     }
     if (m->full && m->longest_shared_ms > t->longest_shared_ms)
         t->longest_shared_ms = m->longest_shared_ms;
+    if (m->full)
+        t->expect_ms = m->expect_ms;
     double current = waiting(t->state) ? now - t->phase_start : 0;
     double before = m->full ? m->waited_ms : t->waited_before;
     t->waited_ms = before + current;
@@ -81,7 +86,12 @@ static int floor_ms(const pk_phase_track *t) {
 
 int pk_phase_budget_ms(const pk_phase_track *t, int exclusive) {
     double want;
-    if (exclusive) /* warm-up of both sides plus every call at the pace of a whole trial */
+    if (exclusive && t->expect_ms > 0) { /* the runner's estimate from its trials' pace */
+        want = PK_EXPECT_FACTOR * t->expect_ms + PK_EXPECT_SLACK_MS;
+        double lo = PK_EXPECT_FLOOR_MS, hi = t->run_limit_ms;
+        return (int)(want < lo ? lo : want > hi ? hi : want);
+    }
+    if (exclusive) /* no estimate: warm-up of both sides plus every call at a whole trial's pace */
         want = PK_PHASE_EXCLUSIVE_FACTOR *
                (2 * t->warmup_ms + t->exclusive_calls * t->longest_shared_ms);
     else

@@ -6,10 +6,11 @@
  * one more run limit). It only ever moves the sandbox's deadline (pk_sandbox_opts.deadline_ms).
  *
  * The marker (problems/runner/rn_gpu_lock.h) carries the runner's own clock: when the state
- * began, the longest shared hold and the total wait so far, so phases shorter than a poll are
- * measured too. It is in the job's work dir, which the candidate can write: a forged marker
- * can shorten its own run or lengthen it by at most one run limit (the sandbox's wall limit
- * is fixed), never touch another job. */
+ * began, the longest shared hold, the total wait so far and the runner's estimate of its
+ * timing phase, so phases shorter than a poll are measured too. It is in the job's work dir,
+ * which the candidate can write: a forged marker can shorten its own run, or lengthen it by at
+ * most one run limit and so hold its GPUs for at most a run limit (the sandbox's wall limit
+ * is fixed); it never changes another job's verdict. */
 #ifndef PK_JOB_WATCH_H
 #define PK_JOB_WATCH_H
 
@@ -21,6 +22,12 @@
 #define PK_PHASE_FLOOR_MS 10000 /* ... or a quarter of the run limit, whichever is smaller */
 #define PK_PHASE_SHARED_FACTOR 4
 #define PK_PHASE_EXCLUSIVE_FACTOR 3
+/* Timing with the runner's own estimate (the marker's expect_ms, from the pace of its trials):
+ * FACTOR x the estimate plus SLACK, never below FLOOR. A hung timing phase holds every GPU of
+ * the job alone, so this bound is what the jobs beside it wait at most. */
+#define PK_EXPECT_FACTOR 3
+#define PK_EXPECT_SLACK_MS 1000
+#define PK_EXPECT_FLOOR_MS 2000
 #define PK_WATCH_TICK_MS 20
 
 enum pk_lock_state {
@@ -45,6 +52,7 @@ typedef struct pk_lock_marker {
     unsigned seq;
     int state; /* enum pk_lock_state */
     double since_ms, longest_shared_ms, waited_ms;
+    double expect_ms; /* the runner's estimate of its exclusive hold; 0: none */
     int full;
 } pk_lock_marker;
 
@@ -58,12 +66,14 @@ typedef struct pk_phase_track {
     double phase_start;  /* when the current state was first seen */
     double last_tick;    /* the previous observation */
     double longest_shared_ms;
+    double expect_ms;     /* the latest marker's estimate of the exclusive hold (0: none) */
     double waited_ms;     /* in wait-* states, up to now */
     double waited_before; /* observed waits of earlier states (markers without times) */
 } pk_phase_track;
 
 void pk_phase_track_init(pk_phase_track *t, const pk_problem *p, int run_limit_ms);
-/* "<seq> <state> [<since_ms> <longest_shared_ms> <waited_ms>]\n"; -1 when not a marker. */
+/* "<seq> <state> [<since_ms> <longest_shared_ms> <waited_ms> [<expect_ms>]]\n"; -1 when not a
+ * marker. */
 int pk_lock_marker_parse(const char *text, pk_lock_marker *m);
 void pk_phase_track_observe(pk_phase_track *t, const pk_lock_marker *m, double now);
 /* Budget of a shared or exclusive phase (ms), given what was seen so far. */

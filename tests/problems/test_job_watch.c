@@ -45,6 +45,15 @@ static void test_marker_parse(void **state) {
     assert_true(m.since_ms == 1234.5 && m.longest_shared_ms == 20.25 && m.waited_ms == 7.5);
     assert_int_equal(pk_lock_marker_parse("9 none\n", &m), 0);
     assert_int_equal(m.state, PK_LOCK_STATE_NONE);
+    assert_int_equal(pk_lock_marker_parse("10 exclusive 1234.5 20.25 7.5 812.5\n", &m), 0);
+    assert_int_equal(m.full, 1);
+    assert_true(m.expect_ms == 812.5);
+    /* A negative or absurd estimate makes the marker unusable for its times, not a budget. */
+    assert_int_equal(pk_lock_marker_parse("11 exclusive 1234.5 20.25 7.5 -1\n", &m), 0);
+    assert_int_equal(m.full, 0);
+    assert_true(m.expect_ms == 0);
+    assert_int_equal(pk_lock_marker_parse("12 exclusive 1 2 3 1e300\n", &m), 0);
+    assert_int_equal(m.full, 0);
     assert_int_equal(pk_lock_marker_parse("9 none 1 2\n", &m), -1);
     assert_int_equal(pk_lock_marker_parse("", &m), -1);
     assert_int_equal(pk_lock_marker_parse("x shared", &m), -1);
@@ -167,6 +176,46 @@ static void test_deadlines(void **state) {
     assert_int_equal(bound, PK_BOUND_RUN);
 }
 
+/* With the runner's estimate of its timing phase (from its trials' pace), timing's budget is
+ * 3 x the estimate + 1 s, at least 2 s, at most the run limit: a hung timing phase no longer
+ * holds every job beside it for the problem-wide budget (36.6 s for an all-reduce whose trials
+ * took ~25 ms, against a ~0.1 s timing phase). Shared phases keep theirs. */
+static void test_expected_timing(void **state) {
+    pk_problem p = problem(300, 100);
+    pk_phase_track t;
+    pk_phase_track_init(&t, &p, 60000);
+    pk_lock_marker m = {
+        .seq = 5, .state = PK_LOCK_STATE_NONE, .since_ms = 990, .longest_shared_ms = 25, .full = 1};
+    pk_phase_track_observe(&t, &m, 1000);
+    int old_budget = pk_phase_budget_ms(&t, 1);
+    assert_int_equal(old_budget, (int)(3 * (600 + t.exclusive_calls * 25.0)));
+    m.seq = 6;
+    m.state = PK_LOCK_STATE_EXCLUSIVE;
+    m.since_ms = 1010;
+    m.expect_ms = 400;
+    pk_phase_track_observe(&t, &m, 1020);
+    assert_true(t.expect_ms == 400);
+    assert_int_equal(pk_phase_budget_ms(&t, 1), 3 * 400 + 1000);
+    assert_int_equal(pk_phase_budget_ms(&t, 0), 10000); /* shared: unchanged */
+    int bound;
+    assert_true(pk_phase_track_deadline(&t, 500, &bound) == 1010 + 2200);
+    assert_int_equal(bound, PK_BOUND_EXCLUSIVE);
+    /* A tiny estimate: the 2 s floor. A huge (or forged) one: the run limit. */
+    m.seq = 7;
+    m.expect_ms = 10;
+    pk_phase_track_observe(&t, &m, 1030);
+    assert_int_equal(pk_phase_budget_ms(&t, 1), 2000);
+    m.seq = 8;
+    m.expect_ms = 1e7;
+    pk_phase_track_observe(&t, &m, 1040);
+    assert_int_equal(pk_phase_budget_ms(&t, 1), 60000);
+    /* A marker without the field (an older runner) clears it: the loose budget again. */
+    m.seq = 9;
+    m.expect_ms = 0;
+    pk_phase_track_observe(&t, &m, 1050);
+    assert_int_equal(pk_phase_budget_ms(&t, 1), old_budget);
+}
+
 /* The runner's set-up holds the locks shared but says "setup": no phase budget (a slow CUDA
  * context under load must not be cut by a trial's budget), and its length does not scale the
  * budgets of later phases (a trial's does). */
@@ -254,9 +303,10 @@ static void test_watch_thread(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_marker_parse), cmocka_unit_test(test_runner_times),
-        cmocka_unit_test(test_budgets),      cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_watch_thread), cmocka_unit_test(test_setup_phase),
+        cmocka_unit_test(test_marker_parse),    cmocka_unit_test(test_runner_times),
+        cmocka_unit_test(test_budgets),         cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_watch_thread),    cmocka_unit_test(test_setup_phase),
+        cmocka_unit_test(test_expected_timing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,6 +74,47 @@ static void plan_splits_into_blocks(void **state) {
     assert_int_equal(a.blocks, PK_MAX_TIMING_BLOCKS);
 }
 
+/* The timing phase's expected length, from the trials' pace: the first trial (lazy loading)
+ * counts only when it is alone; every call, verified call, fill and warm-up is counted. */
+static void timing_expectation_counts_every_call(void **state) {
+    (void)state;
+    static rn_plan a;
+    rn_plan_make(7, 5, 40, 100, 2, 4, &a);
+    rn_pace pace = {0};
+    assert_true(rn_timing_expect_ms(&a, &pace, 2, 4, 300) == 0); /* no trial: no estimate */
+    rn_pace_add(&pace, 1, 5.0, 400.0, 2.0);                      /* trial 0: connection set-up */
+    double first = rn_timing_expect_ms(&a, &pace, 2, 4, 300);
+    assert_true(first > 0);
+    rn_pace_add(&pace, 0, 0.5, 0.25, 0.125);
+    rn_pace_add(&pace, 0, 0.25, 0.5, 0.0625); /* the slowest of each part */
+    assert_int_equal(pace.later, 2);
+    double per = 0.5 + 0.5, sync = 0.125, want = 0;
+    int chunks = (a.warmup_iters + 15) / 16 + 1;
+    for (int who = 0; who < 2; who++) {
+        double warm = a.warmup_iters * per; /* ~40 ms: below the cap */
+        want += 4 * 0.5 + warm + chunks * sync + sync;
+        for (int b = 0; b < a.blocks; b++)
+            want += 4 * 0.5 + sync + (a.block[who][b].n + a.block[who][b].n_verified) * per;
+    }
+    double got = rn_timing_expect_ms(&a, &pace, 2, 4, 300);
+    assert_true(got > want - 1e-9 && got < want + 1e-9);
+    assert_true(got < first);
+    /* The slowest rank's pace, part by part. */
+    rn_pace other = {.fill_ms = 0.1, .calls_ms = 2.0, .sync_ms = 0.01, .later = 2}, worst = pace;
+    rn_pace_max(&worst, &other);
+    assert_true(worst.fill_ms == 0.5 && worst.calls_ms == 2.0 && worst.sync_ms == 0.125);
+    assert_true(worst.first_calls_ms == 400.0 && worst.later == 2);
+    /* A slow call hits the warm-up's time cap; one side only when the reference is cached. */
+    rn_pace slow = {.fill_ms = 1, .calls_ms = 99, .sync_ms = 10, .later = 1};
+    double one = rn_timing_expect_ms(&a, &slow, 1, 4, 300);
+    double calls = 0;
+    for (int b = 0; b < a.blocks; b++)
+        calls += a.block[0][b].n + a.block[0][b].n_verified;
+    /* the cap plus one chunk, a sync per chunk, per block and one more */
+    want = 4 + 300 + 16 * 100 + (chunks + 1) * 10 + a.blocks * (4 + 10) + calls * 100;
+    assert_true(one > want - 1e-6 && one < want + 1e-6);
+}
+
 /* Every slot's last call is verified, others with probability about 1/4, reference blocks
  * never; no slot is used twice in a row; every slot is used. */
 static void plan_verifies_last_calls_and_some_others(void **state) {
@@ -215,6 +256,7 @@ int main(void) {
         cmocka_unit_test(plan_is_secret_and_jittered),
         cmocka_unit_test(plan_verifies_last_calls_and_some_others),
         cmocka_unit_test(plan_splits_into_blocks),
+        cmocka_unit_test(timing_expectation_counts_every_call),
         cmocka_unit_test(layout_puts_zones_around_every_argument),
         cmocka_unit_test(guards_name_the_stray_write),
     };

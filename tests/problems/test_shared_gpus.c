@@ -162,10 +162,48 @@ static void test_hung_job_times_out_alone(void **state) {
     pk_eval_result_free(hung);
 }
 
+/* Hung in timing, which holds the GPUs exclusively: the budget comes from the runner's estimate
+ * of its own timing phase (its trials' pace), a few seconds, not the 10 s floor of a phase
+ * without one (nor 3 x its calls at a whole trial's pace, capped at the 60 s run limit); the
+ * jobs beside it finish. */
+static void test_hung_in_timing_is_cut_short(void **state) {
+    job jobs[] = {{.problem = "selftest/scale", .file = "hang_in_timing.cu", .run_limit_ms = 60000},
+                  {.problem = "selftest/scale", .file = "correct.cu", .baseline_us = 30},
+                  {.problem = "selftest/allreduce", .file = "correct.cu", .baseline_us = 30}};
+    int n = (int)(sizeof jobs / sizeof *jobs);
+    run_all(jobs, n);
+    pk_eval_result *hung = &jobs[0].res;
+    printf("hung in timing: %s, run %.0f ms (timing %.0f); %s\n", pk_status_name(hung->status),
+           hung->stages.run_ms, hung->stages.run_timing_ms, hung->reason);
+    assert_int_equal(hung->status, PK_STATUS_TIMEOUT);
+    const char *at = strstr(hung->reason, " ms budget of timing");
+    if (!at)
+        fail_msg("reason: %s", hung->reason);
+    while (at > hung->reason && at[-1] >= '0' && at[-1] <= '9')
+        at--;
+    /* Without the estimate: at least the 10 s floor of a 60 s run limit (25 s at 30 ms trials). */
+    int budget = atoi(at);
+    assert_true(budget >= 2000 && budget < 10000);
+    assert_true(hung->stages.run_ms < 15000);
+    int rank1 = 0;
+    for (int i = 0; i < hung->n_hung; i++)
+        rank1 |= hung->hung_ranks[i] == 1;
+    assert_true(rank1);
+    for (int i = 1; i < n; i++) {
+        if (jobs[i].res.status != PK_STATUS_CORRECT)
+            fail_msg("%s: %s (%s)", jobs[i].problem, pk_status_name(jobs[i].res.status),
+                     jobs[i].res.reason);
+        assert_true(jobs[i].ended - jobs[0].started < 0.6 * RUN_LIMIT_MS);
+        pk_eval_result_free(&jobs[i].res);
+    }
+    pk_eval_result_free(hung);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrent_verdicts),
         cmocka_unit_test(test_hung_job_times_out_alone),
+        cmocka_unit_test(test_hung_in_timing_is_cut_short),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
