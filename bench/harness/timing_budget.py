@@ -3,9 +3,10 @@
 
 usage: timing_budget.py DIR...   (result JSONs, e.g. PK_MANIFEST_SAVE_DIR of run_manifest.py)
 
-For every timed result: the timing phase's wall (stages.run_timing_ms), the runner's estimate
-(stages.run_timing_expect_ms) and the budget the harness derived from it (3 x estimate + 1 s,
-at least 2 s, at most the run limit, taken as 60 s). Prints one row per result, sorted by
+For every timed result: timing's exclusive hold of the GPU locks (stages.run_timing_hold_ms:
+what the budget bounds; run_timing_ms adds the wait for the locks and the post-timing check),
+the runner's estimate (stages.run_timing_expect_ms) and the budget the harness derived from it
+(3 x estimate + 1 s, at least 2 s, at most the run limit, taken as 60 s). Prints one row per result, sorted by
 timing / budget, and a summary line; exit 1 when an honest (correct) result used more than
 half its budget, the margin we want before a loaded machine could cut an honest job short.
 """
@@ -31,7 +32,7 @@ def main():
             except (OSError, ValueError):
                 continue
             s = r.get("stages") or {}
-            timing, expect = s.get("run_timing_ms", 0), s.get("run_timing_expect_ms", 0)
+            timing, expect = s.get("run_timing_hold_ms", 0), s.get("run_timing_expect_ms", 0)
             if not r.get("has_timing") or timing <= 0 or expect <= 0:
                 continue
             b = budget(expect)
@@ -40,7 +41,7 @@ def main():
         print("no timed results with an estimate")
         return 1
     rows.sort(reverse=True)
-    print("| result | status | timing ms | expected ms | timing / expected | budget ms | timing / budget |")
+    print("| result | status | held ms | expected ms | held / expected | budget ms | held / budget |")
     print("|---|---|---|---|---|---|---|")
     for share, name, status, timing, expect, b in rows:
         print("| %s | %s | %.0f | %.0f | %.2f | %.0f | %.3f |" %
@@ -48,8 +49,8 @@ def main():
     worst = max(r[3] / r[4] for r in rows)
     honest = [r for r in rows if r[2] == "correct"]
     top = max((r[0] for r in honest), default=0)
-    print("\n%d timed results; largest timing / expected %.2f; largest timing / budget of a "
-          "correct one %.3f (want <= 0.5)" % (len(rows), worst, top))
+    print("\n%d timed results; largest held / expected %.2f; largest held / budget of a correct "
+          "one %.3f (want <= 0.5)" % (len(rows), worst, top))
     return 1 if top > 0.5 else 0
 
 

@@ -72,6 +72,7 @@ typedef struct pk_stage_times {
     /* Inside run_check_ms + run_timing_ms: waiting for other jobs' hold on the GPU locks. */
     double run_lock_wait_ms;
     double run_timing_expect_ms; /* the runner's estimate of its timing phase (its budget's base) */
+    double run_timing_hold_ms;   /* how long timing held the GPU locks exclusively */
 } pk_stage_times;
 
 /* The baseline a speedup was computed against: the reference timed in this step, or a cached

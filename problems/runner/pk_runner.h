@@ -253,6 +253,7 @@ typedef struct rn_report {
     double teardown_ms;        /* rank 0: freeing buffers, window, communicators */
     double lock_wait_ms;       /* rank 0: waiting for other jobs' GPU locks */
     double timing_expect_ms;   /* the expected timing phase (the slowest rank's pace) */
+    double timing_hold_ms;     /* rank 0: timing's exclusive hold of the GPU locks */
 } rn_report;
 
 int rn_report_write(const char *path, const rn_report *r);

@@ -468,10 +468,14 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
                                 rs->lay.copies, rs->p->warmup_ms);
     }
     rn_gpu_phase_expect(rep->timing_expect_ms);
-    if (rn_gpu_phase_begin(rs, RN_LOCK_EXCLUSIVE, &st) == 0)
+    double t_hold = 0;
+    if (rn_gpu_phase_begin(rs, RN_LOCK_EXCLUSIVE, &st) == 0) {
+        t_hold = pk_now_ms();
         rn_time_both(rs, rep, &st);
+    }
     rn_gpu_phase_end(rs);
     double t_guard = pk_now_ms();
+    rep->timing_hold_ms = t_hold > 0 ? t_guard - t_hold : 0;
     if (!st.failed)
         rn_check_guards(rs, &st);
     st.verify_ms += pk_now_ms() - t_guard;

@@ -59,7 +59,7 @@ int rn_report_write(const char *path, const rn_report *r) {
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 26);
+    msgpack_pack_map(&pk, 27);
     kv_i(&pk, "ok", r->ok);
     kv_str(&pk, "error", r->error);
     kv_i(&pk, "error_rank", r->error_rank);
@@ -86,6 +86,7 @@ int rn_report_write(const char *path, const rn_report *r) {
     kv_i(&pk, "verified_calls", r->verified_calls);
     kv_f(&pk, "verify_ms", r->verify_ms);
     kv_f(&pk, "timing_expect_ms", r->timing_expect_ms);
+    kv_f(&pk, "timing_hold_ms", r->timing_hold_ms);
     kv_f(&pk, "teardown_ms", r->teardown_ms);
     kv_i(&pk, "trials_planned", r->trials_planned);
     kv_f(&pk, "lock_wait_ms", r->lock_wait_ms);

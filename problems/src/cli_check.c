@@ -73,11 +73,11 @@ static void print_feedback(const pk_eval_result *r) {
                r->roofline_floor_us, r->roofline_no_overlap_us);
     const pk_stage_times *s = &r->stages;
     printf("stages (ms): prepare %.1f, compile %.1f, symbols %.1f, run %.1f (setup %.1f [init "
-           "%.1f, arena %.1f], check %.1f, timing %.1f [expected %.1f]), warm-up hidden %.1f, "
-           "total %.1f\n",
+           "%.1f, arena %.1f], check %.1f, timing %.1f [held %.1f, expected %.1f]), warm-up "
+           "hidden %.1f, total %.1f\n",
            s->prepare_ms, s->compile_ms, s->symbols_ms, s->run_ms, s->run_setup_ms, s->run_init_ms,
-           s->run_arena_ms, s->run_check_ms, s->run_timing_ms, s->run_timing_expect_ms,
-           s->run_warm_ms, s->total_ms);
+           s->run_arena_ms, s->run_check_ms, s->run_timing_ms, s->run_timing_hold_ms,
+           s->run_timing_expect_ms, s->run_warm_ms, s->total_ms);
     if (r->status == PK_STATUS_COMPILE_ERROR && r->compile_log)
         printf("--- compile log ---\n%s\n", r->compile_log);
     if (r->stdout_tail && *r->stdout_tail)

@@ -45,14 +45,15 @@ char *pk_eval_result_to_json(const pk_eval_result *r) {
     for (int i = 0; i < r->n_hung && i < PK_EVAL_MAX_RANKS; i++)
         json_array_append_new(hung, json_integer(r->hung_ranks[i]));
     const pk_stage_times *s = &r->stages;
-    json_t *stages = json_pack(
-        "{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "prepare_ms",
-        s->prepare_ms, "compile_ms", s->compile_ms, "symbols_ms", s->symbols_ms, "run_ms",
-        s->run_ms, "total_ms", s->total_ms, "run_setup_ms", s->run_setup_ms, "run_check_ms",
-        s->run_check_ms, "run_timing_ms", s->run_timing_ms, "run_init_ms", s->run_init_ms,
-        "run_arena_ms", s->run_arena_ms, "run_warm_ms", s->run_warm_ms, "run_verify_ms",
-        s->run_verify_ms, "run_teardown_ms", s->run_teardown_ms, "run_lock_wait_ms",
-        s->run_lock_wait_ms, "run_timing_expect_ms", s->run_timing_expect_ms);
+    json_t *stages =
+        json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "prepare_ms",
+                  s->prepare_ms, "compile_ms", s->compile_ms, "symbols_ms", s->symbols_ms, "run_ms",
+                  s->run_ms, "total_ms", s->total_ms, "run_setup_ms", s->run_setup_ms,
+                  "run_check_ms", s->run_check_ms, "run_timing_ms", s->run_timing_ms, "run_init_ms",
+                  s->run_init_ms, "run_arena_ms", s->run_arena_ms, "run_warm_ms", s->run_warm_ms,
+                  "run_verify_ms", s->run_verify_ms, "run_teardown_ms", s->run_teardown_ms,
+                  "run_lock_wait_ms", s->run_lock_wait_ms, "run_timing_expect_ms",
+                  s->run_timing_expect_ms, "run_timing_hold_ms", s->run_timing_hold_ms);
     json_t *o = json_pack(
         "{s:s,s:o,s:o,s:o,s:o,s:b,s:o,s:o,s:f,s:f,s:f,s:i,s:i,s:o,s:i,s:i,s:o,s:o,s:o,s:o,s:o,s:o}",
         "status", pk_status_name(r->status), "reason", text(r->reason), "rule", text(r->rule),
@@ -205,6 +206,7 @@ int pk_eval_result_from_json(const char *json, pk_eval_result *r, pk_error *err)
     t->run_teardown_ms = num(s, "run_teardown_ms");
     t->run_lock_wait_ms = num(s, "run_lock_wait_ms");
     t->run_timing_expect_ms = num(s, "run_timing_expect_ms");
+    t->run_timing_hold_ms = num(s, "run_timing_hold_ms");
     r->compile_log = dup_str(o, "compile_log");
     r->stdout_tail = dup_str(o, "stdout_tail");
     r->stderr_tail = dup_str(o, "stderr_tail");

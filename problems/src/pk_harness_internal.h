@@ -79,7 +79,7 @@ typedef struct pk_run_report {
     int guard_violation, timed_wrong, timed_inputs_modified, verified_calls, trials_planned;
     char error[512], unsync_detail[256], gpu_name[64], guard_detail[256];
     double setup_ms, check_ms, timing_ms, init_ms, arena_ms, verify_ms, teardown_ms, lock_wait_ms;
-    double timing_expect_ms;
+    double timing_expect_ms, timing_hold_ms;
 } pk_run_report;
 
 /* Reads the runner's msgpack result file: trials and timings into res, the rest into rep. */

@@ -206,6 +206,7 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         res->stages.run_teardown_ms = rep.teardown_ms;
         res->stages.run_lock_wait_ms = rep.lock_wait_ms;
         res->stages.run_timing_expect_ms = rep.timing_expect_ms;
+        res->stages.run_timing_hold_ms = rep.timing_hold_ms;
     }
     if (!have || sr->status != PK_SB_OK || !rep.ok) {
         res->status = PK_STATUS_RUNTIME_ERROR;

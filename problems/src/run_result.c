@@ -103,6 +103,7 @@ int pk_run_result_read(const char *path, pk_eval_result *res, pk_run_report *rep
     rep->verified_calls = (int)num(m, "verified_calls");
     rep->verify_ms = num(m, "verify_ms");
     rep->timing_expect_ms = num(m, "timing_expect_ms");
+    rep->timing_hold_ms = num(m, "timing_hold_ms");
     rep->teardown_ms = num(m, "teardown_ms");
     rep->lock_wait_ms = num(m, "lock_wait_ms");
     rep->trials_planned = (int)num(m, "trials_planned");

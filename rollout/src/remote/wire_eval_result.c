@@ -33,7 +33,7 @@ static int pack_trial(msgpack_packer *pk, const pk_trial_verdict *t) {
 }
 
 static int pack_stages(msgpack_packer *pk, const pk_stage_times *s) {
-    return pk_mp_key(pk, "stages") || msgpack_pack_map(pk, 15) ||
+    return pk_mp_key(pk, "stages") || msgpack_pack_map(pk, 16) ||
            pk_mp_kv_double(pk, "prepare_ms", s->prepare_ms) ||
            pk_mp_kv_double(pk, "compile_ms", s->compile_ms) ||
            pk_mp_kv_double(pk, "symbols_ms", s->symbols_ms) ||
@@ -48,7 +48,8 @@ static int pack_stages(msgpack_packer *pk, const pk_stage_times *s) {
            pk_mp_kv_double(pk, "run_verify_ms", s->run_verify_ms) ||
            pk_mp_kv_double(pk, "run_teardown_ms", s->run_teardown_ms) ||
            pk_mp_kv_double(pk, "run_lock_wait_ms", s->run_lock_wait_ms) ||
-           pk_mp_kv_double(pk, "run_timing_expect_ms", s->run_timing_expect_ms);
+           pk_mp_kv_double(pk, "run_timing_expect_ms", s->run_timing_expect_ms) ||
+           pk_mp_kv_double(pk, "run_timing_hold_ms", s->run_timing_hold_ms);
 }
 
 static int pack_baseline(msgpack_packer *pk, const pk_baseline_used *b) {
@@ -157,7 +158,8 @@ static int unpack_stages(const msgpack_object *s, pk_stage_times *t) {
            pk_mp_get_double(s, "run_verify_ms", &t->run_verify_ms) ||
            pk_mp_get_double(s, "run_teardown_ms", &t->run_teardown_ms) ||
            pk_mp_get_double(s, "run_lock_wait_ms", &t->run_lock_wait_ms) ||
-           pk_mp_get_double(s, "run_timing_expect_ms", &t->run_timing_expect_ms);
+           pk_mp_get_double(s, "run_timing_expect_ms", &t->run_timing_expect_ms) ||
+           pk_mp_get_double(s, "run_timing_hold_ms", &t->run_timing_hold_ms);
 }
 
 static int unpack_lists(const msgpack_object *o, pk_eval_result *r) {
