@@ -5,6 +5,7 @@
 # set-up and trials overlap). Prints one markdown row per problem: every speedup, the worst
 # distance from 1, and whether it is within the bound. Exit 1 when any is outside or failed.
 #   bench/pkb/ref-self.sh [REGEX]     (default: every gpu problem; REPS=2 REF_JOBS=4 BOUND=0.03)
+# REF_KEEP=DIR keeps every check's result JSON there (e.g. for bench/harness/timing_budget.py).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -56,4 +57,7 @@ PY
     echo "| $p | $row |"
     case "$row" in *NO*) rc=1 ;; esac
 done <"$work/list"
+if [ -n "${REF_KEEP:-}" ]; then
+    mkdir -p "$REF_KEEP" && cp "$work"/*.json "$REF_KEEP"/
+fi
 exit $rc
