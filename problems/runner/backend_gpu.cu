@@ -27,7 +27,7 @@ struct gpu_state {
     ncclWindow_t window;
     void *arena;
     double *cmp; // device scratch for comparisons
-    cudaEvent_t ev[2 * RN_MAX_TIMED_ITERS];
+    cudaEvent_t ev[2 * RN_MAX_RUN_CALLS];
     int n_events;
 };
 
@@ -405,8 +405,8 @@ static int gpu_sync_stream(rn_backend *b, pk_ctx *ctx) {
 static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogue)(void *, int),
                           void *arg, int iters, double *us, double *host_total_us,
                           double *stream_total_us) {
-    if (iters > RN_MAX_TIMED_ITERS)
-        iters = RN_MAX_TIMED_ITERS;
+    if (iters > RN_MAX_RUN_CALLS)
+        iters = RN_MAX_RUN_CALLS;
     if (iters <= 0)
         return 0;
     CU(b, cudaDeviceSynchronize());
@@ -510,7 +510,7 @@ static int setup_device(rn_backend *b, pk_ctx *ctx) {
         e = cudaMalloc(&g_state.flush, g_state.flush_bytes);
     if (e == cudaSuccess && g_state.flush)
         e = cudaMemset(g_state.flush, 1, g_state.flush_bytes);
-    for (int i = 0; i < 2 * RN_MAX_TIMED_ITERS && e == cudaSuccess; i++)
+    for (int i = 0; i < 2 * RN_MAX_RUN_CALLS && e == cudaSuccess; i++)
         e = cudaEventCreate(&g_state.ev[i]);
     if (e != cudaSuccess)
         return cuda_fail(b, e, "device setup");

@@ -25,8 +25,10 @@ _Static_assert(PK_EVAL_MAX_RANKS == PK_MAX_RANKS, "PK_EVAL_MAX_RANKS must equal 
 #endif
 
 #define RN_MAX_TIMED_ITERS 1024 /* timed calls per side (candidate or reference) */
-#define RN_MAX_WARM_ITERS 4096  /* warm-up calls per side */
-#define RN_MIN_COPIES 4         /* rotation slots: secret visiting order needs a few */
+#define RN_MAX_RUN_CALLS (RN_MAX_TIMED_ITERS + 1) /* one time_calls run: a block and its lead-in   \
+                                                   */
+#define RN_MAX_WARM_ITERS 4096                    /* warm-up calls per side */
+#define RN_MIN_COPIES 4 /* rotation slots: secret visiting order needs a few */
 #define RN_MAX_COPIES 64
 #define RN_GUARD_BYTES 65536 /* guard zone before and after every argument */
 #define RN_SAMPLES 16384     /* elements sampled per argument of a verified timed call */
@@ -210,11 +212,11 @@ typedef struct rn_pace {
 } rn_pace;
 void rn_pace_add(rn_pace *p, int first, double fill_ms, double calls_ms, double sync_ms);
 void rn_pace_max(rn_pace *into, const rn_pace *other); /* part by part: the slowest rank's */
-/* How long the timing phase of `plan` should take at that pace (ms): every warm-up, timed and
- * verified call at the cost of a fill plus both calls (an epilogue regenerates a slot), every
- * slot refilled before each warm-up and block, a warm-up bounded by its calls and by warmup_ms
- * plus one chunk begun before that cap, a rank barrier (or broadcast) per warm-up chunk and
- * per block, and one per side to gather the times. 0 when the pace is unknown. n_sides: 2, or
+/* How long the timing phase of `plan` should take at that pace (ms): every warm-up, lead-in,
+ * timed and verified call at the cost of a fill plus both calls (an epilogue regenerates a slot),
+ * every slot refilled before each warm-up and block, a warm-up bounded by its calls and by
+ * warmup_ms plus one chunk begun before that cap, a rank barrier (or broadcast) per warm-up chunk
+ * and per block, and one per side to gather the times. 0 when the pace is unknown. n_sides: 2, or
  * 1 when the reference is not timed. */
 double rn_timing_expect_ms(const rn_plan *plan, const rn_pace *pace, int n_sides, int copies,
                            double warmup_ms);

@@ -157,7 +157,8 @@ double rn_timing_expect_ms(const rn_plan *plan, const rn_pace *pace, int n_sides
         ms += copies * fill + (warm < capped ? warm : capped) + chunks * sync + sync;
         for (int b = 0; b < plan->blocks; b++) {
             const rn_block_plan *bp = &plan->block[who][b];
-            ms += copies * fill + sync + (bp->n + (who == 0 ? bp->n_verified : 0)) * per_call;
+            /* its calls, its lead-in and, for the candidate, its verified calls */
+            ms += copies * fill + sync + (bp->n + 1 + (who == 0 ? bp->n_verified : 0)) * per_call;
         }
     }
     return ms;

@@ -2,7 +2,10 @@
  *
  * Each side gets a warm-up and the plan's timed blocks (timing.blocks, default 2), interleaved
  * (candidate, reference, candidate, reference; beyond 2 blocks C R R C C R ...), each after a
- * rank barrier. Every call is timed alone by CUDA events
+ * rank barrier and one untimed lead-in call of the same side: the first call after the barrier
+ * found the GPUs idle and the ranks released apart, and ran 6-39% slower than the rest (the
+ * all-reduce's per-call CV 1-5% with it, 0.5-0.9% without; bench/results/gpu-pass-2026-11-23c-
+ * h200x2.md). Every call is timed alone by CUDA events
  * on ctx->stream and followed by an untimed epilogue that is the same for every call: the
  * samples of every argument are copied out (a verified call's into its snapshot, any other's
  * into a discard buffer), the slot gets fresh inputs (so no call sees the inputs of an earlier
@@ -157,11 +160,24 @@ static int run_block(rank_state *rs, int reference, const rn_block_plan *bp, dou
     if (rs->g->barrier(rs->g))
         return rn_fail(st, "rank barrier failed");
     rn_progress(rs->o->progress_dir, rs->ctx.rank, reference ? "reference" : "candidate", -1);
-    timed_ctx t = {rs, reference, bp->slot, reference ? NULL : bp->verify};
-    if (run_calls(rs, &t, bp->n, us, host, stream))
+    /* The lead-in goes first in the same run of calls (time_calls waits for the device before
+     * it starts), on another slot than the block's first call; its epilogue refreshes that
+     * slot like any other, and its time is dropped. */
+    static unsigned char slots[RN_MAX_RUN_CALLS];
+    static short verify[RN_MAX_RUN_CALLS];
+    static double times[RN_MAX_RUN_CALLS];
+    slots[0] = (unsigned char)((bp->slot[0] + 1) % rs->lay.copies);
+    verify[0] = -1;
+    memcpy(slots + 1, bp->slot, (size_t)bp->n);
+    for (int i = 0; i < bp->n; i++)
+        verify[i + 1] = reference ? -1 : bp->verify[i];
+    timed_ctx t = {rs, reference, slots, verify};
+    if (run_calls(rs, &t, bp->n + 1, times, host, stream))
         return rn_fail(st, "timing failed: %s", rs->b.error);
+    memcpy(us, times + 1, sizeof *us * (size_t)bp->n);
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", -1);
-    /* The epilogues' share of the loop: the stream's time beyond the timed calls themselves. */
+    /* The epilogues' share of the loop (and the lead-in): the stream's time beyond the timed
+     * calls themselves. */
     double calls = 0;
     for (int i = 0; i < bp->n; i++)
         calls += us[i];
