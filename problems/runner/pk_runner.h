@@ -25,8 +25,7 @@ _Static_assert(PK_EVAL_MAX_RANKS == PK_MAX_RANKS, "PK_EVAL_MAX_RANKS must equal 
 #endif
 
 #define RN_MAX_TIMED_ITERS 1024 /* timed calls per side (candidate or reference) */
-#define RN_MAX_RUN_CALLS (RN_MAX_TIMED_ITERS + 1) /* one time_calls run: a block and its lead-in   \
-                                                   */
+#define RN_MAX_RUN_CALLS (RN_MAX_TIMED_ITERS + 1) /* a timed block and its lead-in */
 #define RN_MAX_WARM_ITERS 4096                    /* warm-up calls per side */
 #define RN_MIN_COPIES 4 /* rotation slots: secret visiting order needs a few */
 #define RN_MAX_COPIES 64
