@@ -74,24 +74,42 @@ def beating(path):
     return os.path.exists(path) and os.stat(path).st_mtime_ns != before
 
 
-def leftovers():
-    """Our sandboxes' temp dirs, mounts and cgroups still present on the host."""
-    tags = [f"-{pid}-" for pid in cli_pids]
-    left = []
+def artifacts():
+    """Every sandbox temp dir and cgroup on the host now, whoever made it."""
+    found = set()
     for name in os.listdir("/tmp"):
-        if name.startswith(("pk-sbroot-", "pk-sbwork-")) and any(t in name for t in tags):
-            left.append("/tmp/" + name)
-    with open("/proc/self/mountinfo") as f:
-        left += [l.strip() for l in f if "pk-sbroot-" in l or "pk-sbwork-" in l]
+        if name.startswith(("pk-sbroot-", "pk-sbwork-")):
+            found.add("/tmp/" + name)
     for hier in ("memory", "pids", "cpuacct", "unified", ""):
         base = os.path.join("/sys/fs/cgroup", hier)
         for root, dirs, _ in os.walk(base):
             if root.count("/") > base.count("/") + 3:
                 dirs[:] = []
                 continue
-            for d in dirs:
-                if d.startswith("pkgym-sb-") and any(d.startswith(f"pkgym-sb-{p}-") for p in cli_pids):
-                    left.append(os.path.join(root, d))
+            found.update(os.path.join(root, d) for d in dirs if d.startswith("pkgym-sb-"))
+    return found
+
+
+# What was there before the first job: not ours. A caller killed mid-job (env_scale_out and
+# env_server_restart SIGKILL servers on purpose) leaves its roots and cgroups behind for good,
+# named by its pid; pids are reused (pid_max 32768), so one of our CLI runs may well get the
+# pid of such a dead caller. Only artifacts that appeared during this test and carry one of our
+# CLIs' pids are ours.
+PREEXISTING = artifacts()
+
+
+def leftovers():
+    """Our sandboxes' temp dirs, mounts and cgroups still present on the host."""
+    def ours(path):
+        name = os.path.basename(path)
+        if path in PREEXISTING:
+            return False
+        if name.startswith("pkgym-sb-"):
+            return any(name.startswith(f"pkgym-sb-{p}-") for p in cli_pids)
+        return any(name.startswith((f"pk-sbroot-{p}-", f"pk-sbwork-{p}-")) for p in cli_pids)
+    left = sorted(a for a in artifacts() if ours(a))
+    with open("/proc/self/mountinfo") as f:
+        left += [l.strip() for l in f if "pk-sbroot-" in l or "pk-sbwork-" in l]
     return left
 
 
@@ -268,12 +286,15 @@ def run_corpus(top):
             shutil.copy2(os.path.join(HOSTILE, name), os.path.join(public, name))
         for name, args, status in (("view", [], "ok"), ("segv", [], "signal"),
                                    ("sleeper", ["--wall-ms", "300"], "timeout")):
-            p = subprocess.run(nobody + [cli, "--ro", public] + args + ["--", os.path.join(public, name)],
-                               capture_output=True, timeout=60)
-            v = json.loads(p.stdout) if p.returncode == 0 else {"status": f"CLI rc {p.returncode}",
-                                                                  "exit_code": 0, "signal": 0,
-                                                                  "wall_ms": 0, "detail": p.stderr,
-                                                                  "stdout": "", "stderr": ""}
+            # setpriv execs the CLI: same pid, so its leftovers are looked for too.
+            p = subprocess.Popen(nobody + [cli, "--ro", public] + args + ["--", os.path.join(public, name)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cli_pids.append(p.pid)
+            out, err = p.communicate(timeout=60)
+            v = json.loads(out) if p.returncode == 0 else {"status": f"CLI rc {p.returncode}",
+                                                             "exit_code": 0, "signal": 0,
+                                                             "wall_ms": 0, "detail": err,
+                                                             "stdout": "", "stderr": ""}
             expect(f"unprivileged {name}", v, status)
     else:
         print("note: unprivileged runs not tested here (not root, no setpriv, or no user namespaces)")
