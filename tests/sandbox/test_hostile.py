@@ -27,9 +27,12 @@ def fail(case, msg):
     print(f"FAIL {case}: {msg}", flush=True)
 
 
+PREEXEC = None  # run in the CLI's process before its exec (stale_cgroups_of_a_dead_caller)
+
+
 def sandbox(args, cmd, env=None, timeout=120):
     p = subprocess.Popen([CLI] + args + ["--"] + cmd, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env)
+                         stderr=subprocess.PIPE, env=env, preexec_fn=PREEXEC)
     cli_pids.append(p.pid)
     out, err = p.communicate(timeout=timeout)
     if p.returncode != 0:
@@ -113,6 +116,69 @@ def leftovers():
     return left
 
 
+def job_cgroup_dirs(pid):
+    """Where the sandbox puts the cgroups of job 1 of process pid (sb_cgroup.c's layout)."""
+    name = f"pkgym-sb-{pid}-1"
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctls, path = line.rstrip("\n").split(":", 2)
+            for c in ctls.split(",") if ctls else [""]:
+                own[c] = (ctls, "" if path == "/" else path)
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return [f"/sys/fs/cgroup{own[''][1]}/{name}"] if "" in own else []
+    dirs = []
+    for c in ("memory", "pids", "cpuacct"):
+        if c in own:
+            mnt = f"/sys/fs/cgroup/{own[c][0]}"
+            mnt = mnt if os.path.exists(mnt) else f"/sys/fs/cgroup/{c}"
+            dirs.append(f"{mnt}{own[c][1]}/{name}")
+    return dirs
+
+
+def stale_cgroups_of_a_dead_caller(normal, run_bomb, top):
+    """A caller killed mid-job leaves its cgroups (pkgym-sb-<pid>-<n>), and pids are reused:
+    a process that gets such a pid must still run its jobs in cgroups of their own, with the same
+    limits as ever (not without them), and leave the dead caller's alone. The CLI's one job is
+    job 1; the stale directories are made in the CLI's own process, just before its exec."""
+    made_list = os.path.join(top, "stale-cgroups")
+    case = "memory_bomb (stale cgroups named like its own)"
+    if not job_cgroup_dirs(os.getpid()):
+        print(f"note: {case} not tested (no cgroup hierarchy)")
+        return
+
+    def plant():  # in the child, between fork and exec: same pid as the CLI
+        with open(made_list, "w") as f:
+            for d in job_cgroup_dirs(os.getpid()):
+                try:
+                    os.mkdir(d)
+                    f.write(d + "\n")
+                except OSError:
+                    pass
+
+    global PREEXEC
+    PREEXEC = plant
+    gone = []
+    try:
+        v = run_bomb(["--mem-mb", "64", "--wall-ms", "20000"])
+    finally:
+        PREEXEC = None
+        with open(made_list) as f:
+            planted = f.read().split()
+        for d in planted:
+            try:
+                os.rmdir(d)  # still there, so the job left it alone
+            except OSError as e:
+                gone.append(f"{d}: {e}")
+    if not planted:
+        print(f"note: {case} not tested (cannot create cgroups here)")
+        return
+    if expect(case, v, normal["status"]) and v["limits"] != normal["limits"]:
+        fail(case, f"limits {v['limits']!r}, without stale cgroups {normal['limits']!r}")
+    for g in gone:
+        fail(case, f"the stale cgroup {g}")
+
+
 def main():
     if not os.path.exists(HOSTILE + "/segv"):
         print(f"corpus not built in {HOSTILE}", file=sys.stderr)
@@ -162,6 +228,7 @@ def run_corpus(top):
         expect("memory_bomb (RLIMIT_AS fallback: malloc refused)", v, "exit", exit_code=2)
     else:
         fail("memory_bomb", f"no memory limit applied: {v['limits']}")
+    stale_cgroups_of_a_dead_caller(v, lambda args: run("memory_bomb", args)[1], top)
     v = run("stdout_flood", ["--output-cap", "65536", "--wall-ms", "60000"])[1]
     if expect("stdout_flood (10 GB)", v, "output_limit", truncated=True):
         if len(v["stdout"]) != 65536 or v["wall_ms"] > 20000:
