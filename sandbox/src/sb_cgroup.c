@@ -114,8 +114,10 @@ static int make_v1(const char *controller, const char *name, char *out, size_t c
     return mkdir(out, 0755);
 }
 
-static void create_v1(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
+/* Returns 1 if a directory of that name was already there in some hierarchy. */
+static int create_v1(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
     char v[64];
+    int clash = 0;
     cg->version = 1;
     if (make_v1("memory", name, cg->mem, sizeof cg->mem) == 0) {
         cg->has_mem = 1;
@@ -129,6 +131,7 @@ static void create_v1(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
             }
         }
     } else {
+        clash |= errno == EEXIST;
         cg->mem[0] = '\0';
         snprintf(cg->note, sizeof cg->note, "memory cgroup: %s", strerror(errno));
     }
@@ -136,21 +139,26 @@ static void create_v1(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
         snprintf(v, sizeof v, "%d", pids + 1); /* + the sandbox's init */
         cg->has_pids = write_str(cg->pids, "pids.max", v) == 0;
     } else {
+        clash |= errno == EEXIST;
         cg->pids[0] = '\0';
     }
-    if (make_v1("cpuacct", name, cg->cpu, sizeof cg->cpu) == 0)
+    if (make_v1("cpuacct", name, cg->cpu, sizeof cg->cpu) == 0) {
         cg->has_cpu = 1;
-    else
+    } else {
+        clash |= errno == EEXIST;
         cg->cpu[0] = '\0';
+    }
+    return clash;
 }
 
-static void create_v2(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
+/* Returns 1 if a directory of that name was already there. */
+static int create_v2(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
     char hier[16], path[512], v[64], ctl[256];
     cg->version = 2;
     if (own_cgroup("", hier, sizeof hier, path, sizeof path)) {
         snprintf(cg->note, sizeof cg->note, "no cgroup v2 entry in /proc/self/cgroup");
         cg->version = 0;
-        return;
+        return 0;
     }
     char parent[600];
     snprintf(parent, sizeof parent, "/sys/fs/cgroup%s", strcmp(path, "/") ? path : "");
@@ -158,10 +166,11 @@ static void create_v2(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
     write_str(parent, "cgroup.subtree_control", "+memory"); /* one by one: each may fail alone */
     write_str(parent, "cgroup.subtree_control", "+pids");
     if (fmt(cg->mem, sizeof cg->mem, "%s/%s", parent, name) || mkdir(cg->mem, 0755)) {
+        int clash = errno == EEXIST;
         fmt(cg->note, sizeof cg->note, "cgroup v2 mkdir: %s", strerror(errno));
         cg->mem[0] = '\0';
         cg->version = 0;
-        return;
+        return clash;
     }
     if (read_str(cg->mem, "cgroup.controllers", ctl, sizeof ctl))
         ctl[0] = '\0';
@@ -180,19 +189,34 @@ static void create_v2(sb_cgroup *cg, const char *name, long mem_mb, int pids) {
         snprintf(v, sizeof v, "%d", pids + 1);
         cg->has_pids = write_str(cg->mem, "pids.max", v) == 0;
     }
+    return 0;
 }
 
+/* A job's name, pkgym-sb-<pid>-<n>, is unique among live processes, but a caller killed
+ * mid-job (SIGKILL, OOM) cannot remove its cgroups, and pids are reused: a later process with
+ * that pid meets them. Such a directory is never ours (our own counter never repeats a name):
+ * it is neither joined nor removed, and the job takes the next name instead of running without
+ * its cgroup limits. */
+#define SB_CG_NAME_TRIES 64
+
 void sb_cgroup_create(sb_cgroup *cg, long mem_mb, int pids) {
-    memset(cg, 0, sizeof *cg);
-    char name[96];
-    snprintf(name, sizeof name, "pkgym-sb-%d-%lu", (int)getpid(),
-             __atomic_add_fetch(&sb_cg_seq, 1, __ATOMIC_RELAXED));
-    if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0)
-        create_v2(cg, name, mem_mb, pids);
-    else if (access("/sys/fs/cgroup/memory", F_OK) == 0 || access("/sys/fs/cgroup/pids", F_OK) == 0)
-        create_v1(cg, name, mem_mb, pids);
-    else
-        snprintf(cg->note, sizeof cg->note, "no cgroup hierarchy under /sys/fs/cgroup");
+    for (int tries = 1;; tries++) {
+        memset(cg, 0, sizeof *cg);
+        char name[96];
+        snprintf(name, sizeof name, "pkgym-sb-%d-%lu", (int)getpid(),
+                 __atomic_add_fetch(&sb_cg_seq, 1, __ATOMIC_RELAXED));
+        int clash = 0;
+        if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0)
+            clash = create_v2(cg, name, mem_mb, pids);
+        else if (access("/sys/fs/cgroup/memory", F_OK) == 0 ||
+                 access("/sys/fs/cgroup/pids", F_OK) == 0)
+            clash = create_v1(cg, name, mem_mb, pids);
+        else
+            snprintf(cg->note, sizeof cg->note, "no cgroup hierarchy under /sys/fs/cgroup");
+        if (!clash || tries == SB_CG_NAME_TRIES)
+            return;
+        sb_cgroup_destroy(cg); /* only what this try made: the clashing directory is "" here */
+    }
 }
 
 int sb_cgroup_attach(sb_cgroup *cg, int pid) {
@@ -246,8 +270,6 @@ static void remove_dir(char *dir) {
 
 void sb_cgroup_destroy(sb_cgroup *cg) {
     remove_dir(cg->mem);
-    if (cg->version == 1) {
-        remove_dir(cg->pids);
-        remove_dir(cg->cpu);
-    }
+    remove_dir(cg->pids); /* "" unless v1 */
+    remove_dir(cg->cpu);
 }

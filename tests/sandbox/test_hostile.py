@@ -27,9 +27,12 @@ def fail(case, msg):
     print(f"FAIL {case}: {msg}", flush=True)
 
 
+PREEXEC = None  # run in the CLI's process before its exec (stale_cgroups_of_a_dead_caller)
+
+
 def sandbox(args, cmd, env=None, timeout=120):
     p = subprocess.Popen([CLI] + args + ["--"] + cmd, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env)
+                         stderr=subprocess.PIPE, env=env, preexec_fn=PREEXEC)
     cli_pids.append(p.pid)
     out, err = p.communicate(timeout=timeout)
     if p.returncode != 0:
@@ -74,25 +77,106 @@ def beating(path):
     return os.path.exists(path) and os.stat(path).st_mtime_ns != before
 
 
-def leftovers():
-    """Our sandboxes' temp dirs, mounts and cgroups still present on the host."""
-    tags = [f"-{pid}-" for pid in cli_pids]
-    left = []
+def artifacts():
+    """Every sandbox temp dir and cgroup on the host now, whoever made it."""
+    found = set()
     for name in os.listdir("/tmp"):
-        if name.startswith(("pk-sbroot-", "pk-sbwork-")) and any(t in name for t in tags):
-            left.append("/tmp/" + name)
-    with open("/proc/self/mountinfo") as f:
-        left += [l.strip() for l in f if "pk-sbroot-" in l or "pk-sbwork-" in l]
+        if name.startswith(("pk-sbroot-", "pk-sbwork-")):
+            found.add("/tmp/" + name)
     for hier in ("memory", "pids", "cpuacct", "unified", ""):
         base = os.path.join("/sys/fs/cgroup", hier)
         for root, dirs, _ in os.walk(base):
             if root.count("/") > base.count("/") + 3:
                 dirs[:] = []
                 continue
-            for d in dirs:
-                if d.startswith("pkgym-sb-") and any(d.startswith(f"pkgym-sb-{p}-") for p in cli_pids):
-                    left.append(os.path.join(root, d))
+            found.update(os.path.join(root, d) for d in dirs if d.startswith("pkgym-sb-"))
+    return found
+
+
+# What was there before the first job: not ours. A caller killed mid-job (env_scale_out and
+# env_server_restart SIGKILL servers on purpose) leaves its roots and cgroups behind for good,
+# named by its pid; pids are reused (pid_max 32768), so one of our CLI runs may well get the
+# pid of such a dead caller. Only artifacts that appeared during this test and carry one of our
+# CLIs' pids are ours.
+PREEXISTING = artifacts()
+
+
+def leftovers():
+    """Our sandboxes' temp dirs, mounts and cgroups still present on the host."""
+    def ours(path):
+        name = os.path.basename(path)
+        if path in PREEXISTING:
+            return False
+        if name.startswith("pkgym-sb-"):
+            return any(name.startswith(f"pkgym-sb-{p}-") for p in cli_pids)
+        return any(name.startswith((f"pk-sbroot-{p}-", f"pk-sbwork-{p}-")) for p in cli_pids)
+    left = sorted(a for a in artifacts() if ours(a))
+    with open("/proc/self/mountinfo") as f:
+        left += [l.strip() for l in f if "pk-sbroot-" in l or "pk-sbwork-" in l]
     return left
+
+
+def job_cgroup_dirs(pid):
+    """Where the sandbox puts the cgroups of job 1 of process pid (sb_cgroup.c's layout)."""
+    name = f"pkgym-sb-{pid}-1"
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctls, path = line.rstrip("\n").split(":", 2)
+            for c in ctls.split(",") if ctls else [""]:
+                own[c] = (ctls, "" if path == "/" else path)
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        return [f"/sys/fs/cgroup{own[''][1]}/{name}"] if "" in own else []
+    dirs = []
+    for c in ("memory", "pids", "cpuacct"):
+        if c in own:
+            mnt = f"/sys/fs/cgroup/{own[c][0]}"
+            mnt = mnt if os.path.exists(mnt) else f"/sys/fs/cgroup/{c}"
+            dirs.append(f"{mnt}{own[c][1]}/{name}")
+    return dirs
+
+
+def stale_cgroups_of_a_dead_caller(normal, run_bomb, top):
+    """A caller killed mid-job leaves its cgroups (pkgym-sb-<pid>-<n>), and pids are reused:
+    a process that gets such a pid must still run its jobs in cgroups of their own, with the same
+    limits as ever (not without them), and leave the dead caller's alone. The CLI's one job is
+    job 1; the stale directories are made in the CLI's own process, just before its exec."""
+    made_list = os.path.join(top, "stale-cgroups")
+    case = "memory_bomb (stale cgroups named like its own)"
+    if not job_cgroup_dirs(os.getpid()):
+        print(f"note: {case} not tested (no cgroup hierarchy)")
+        return
+
+    def plant():  # in the child, between fork and exec: same pid as the CLI
+        with open(made_list, "w") as f:
+            for d in job_cgroup_dirs(os.getpid()):
+                try:
+                    os.mkdir(d)
+                    f.write(d + "\n")
+                except OSError:
+                    pass
+
+    global PREEXEC
+    PREEXEC = plant
+    gone = []
+    try:
+        v = run_bomb(["--mem-mb", "64", "--wall-ms", "20000"])
+    finally:
+        PREEXEC = None
+        with open(made_list) as f:
+            planted = f.read().split()
+        for d in planted:
+            try:
+                os.rmdir(d)  # still there, so the job left it alone
+            except OSError as e:
+                gone.append(f"{d}: {e}")
+    if not planted:
+        print(f"note: {case} not tested (cannot create cgroups here)")
+        return
+    if expect(case, v, normal["status"]) and v["limits"] != normal["limits"]:
+        fail(case, f"limits {v['limits']!r}, without stale cgroups {normal['limits']!r}")
+    for g in gone:
+        fail(case, f"the stale cgroup {g}")
 
 
 def main():
@@ -144,6 +228,7 @@ def run_corpus(top):
         expect("memory_bomb (RLIMIT_AS fallback: malloc refused)", v, "exit", exit_code=2)
     else:
         fail("memory_bomb", f"no memory limit applied: {v['limits']}")
+    stale_cgroups_of_a_dead_caller(v, lambda args: run("memory_bomb", args)[1], top)
     v = run("stdout_flood", ["--output-cap", "65536", "--wall-ms", "60000"])[1]
     if expect("stdout_flood (10 GB)", v, "output_limit", truncated=True):
         if len(v["stdout"]) != 65536 or v["wall_ms"] > 20000:
@@ -268,12 +353,15 @@ def run_corpus(top):
             shutil.copy2(os.path.join(HOSTILE, name), os.path.join(public, name))
         for name, args, status in (("view", [], "ok"), ("segv", [], "signal"),
                                    ("sleeper", ["--wall-ms", "300"], "timeout")):
-            p = subprocess.run(nobody + [cli, "--ro", public] + args + ["--", os.path.join(public, name)],
-                               capture_output=True, timeout=60)
-            v = json.loads(p.stdout) if p.returncode == 0 else {"status": f"CLI rc {p.returncode}",
-                                                                  "exit_code": 0, "signal": 0,
-                                                                  "wall_ms": 0, "detail": p.stderr,
-                                                                  "stdout": "", "stderr": ""}
+            # setpriv execs the CLI: same pid, so its leftovers are looked for too.
+            p = subprocess.Popen(nobody + [cli, "--ro", public] + args + ["--", os.path.join(public, name)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cli_pids.append(p.pid)
+            out, err = p.communicate(timeout=60)
+            v = json.loads(out) if p.returncode == 0 else {"status": f"CLI rc {p.returncode}",
+                                                             "exit_code": 0, "signal": 0,
+                                                             "wall_ms": 0, "detail": err,
+                                                             "stdout": "", "stderr": ""}
             expect(f"unprivileged {name}", v, status)
     else:
         print("note: unprivileged runs not tested here (not root, no setpriv, or no user namespaces)")
