@@ -9,6 +9,8 @@ the directory). Entry keys: file, status (a name or a list of accepted names), a
 rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
 reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing.
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
+PK_MANIFEST_SEED=S passes --seed S (scripts/manifest-seeds sweeps seeds: an expectation must
+hold whatever the secret draws are).
 PK_MANIFEST_SAVE_DIR=DIR keeps each result as DIR/<suite>_<id>_<file>.json (bench tables).
 PK_MANIFEST_SHARED=1 runs host submissions as jobs sharing one "GPU set": each gets --gpus
 0..world-1 and one --lock-dir, so their trials and timing contend for the same timing locks
@@ -50,6 +52,8 @@ def run_one(problem, sol_dir, entry):
         cmd += ["--timeout-ms", "15000"]  # a hang needs no minute-long wait to be named
     if entry.get("skip_timing"):
         cmd.append("--skip-timing")
+    if os.environ.get("PK_MANIFEST_SEED"):
+        cmd += ["--seed", os.environ["PK_MANIFEST_SEED"]]
     if os.environ.get("PK_MANIFEST_NO_WARM") == "1":
         cmd.append("--no-warm")  # the run sandbox starts after the compile (cold)
     if SHARED_LOCKS and problem_device(problem) == "host" and "gpus" not in entry:

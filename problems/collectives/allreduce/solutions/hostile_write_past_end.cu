@@ -107,12 +107,15 @@ static size_t whole(size_t n, int world) {
     return n / 8 / world;
 }
 
-__global__ void stray(__nv_bfloat16 *p) {
-    *p = __float2bfloat16(1.0f);
+// The complement of the 2 guard bytes there, so that both change: a fixed value would match
+// the secret guard bytes now and then (1 in 256 per byte), and a later first byte be named.
+__global__ void stray(unsigned char *p) {
+    for (int i = 0; i < 2; i++)
+        p[i] = (unsigned char)~p[i];
 }
 
 extern "C" int solution(const pk_ctx *ctx, const __nv_bfloat16 *x, __nv_bfloat16 *y, size_t n) {
     int rc = all_reduce(ctx, x, y, n, whole(n, ctx->world_size));
-    stray<<<1, 1, 0, ctx->stream>>>(y + n);
+    stray<<<1, 1, 0, ctx->stream>>>(reinterpret_cast<unsigned char *>(y + n));
     return rc ? rc : cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -26,6 +26,11 @@ static int all_reduce(const pk_ctx *ctx, const float *x, float *y, size_t n, siz
 
 extern "C" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {
     int rc = all_reduce(ctx, x, y, n, n);
-    y[-1] = 1.0f;
+    // The complement of the 4 guard bytes there, so that all 4 change: a fixed value would
+    // match the secret guard bytes now and then (1 in 256 per byte), and the harness would
+    // name a later first byte than the one written.
+    unsigned char *stray = (unsigned char *)(y - 1);
+    for (int i = 0; i < 4; i++)
+        stray[i] = (unsigned char)~stray[i];
     return rc;
 }
