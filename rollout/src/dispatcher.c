@@ -291,7 +291,7 @@ static int infra_limit(const pk_scheduler *s) {
 static void gpu_list(const pk_scheduler *s, const pk_sched_job *j, char *out, size_t cap) {
     size_t used = 0;
     out[0] = '\0';
-    for (int k = 0; k < j->n_slots && used < cap; k++)
+    for (int k = 0; j->needs_gpu && k < j->n_slots && used < cap; k++)
         used += (size_t)snprintf(out + used, cap - used, "%s%d", k ? "," : "",
                                  s->opts.gpus[j->slots[k]]);
 }
@@ -376,8 +376,9 @@ static void give_up_infra(pk_scheduler *s, pk_sched_job *j) {
         j->completion->harness_rc = pk_error_set(
             j->task.err, PK_ERR_INFRA,
             "infra_error: the evaluation failed twice before the candidate's code was loaded "
-            "(not the candidate's failure; no turn recorded): first on %s; again%s%s: %.200s",
-            j->infra_first, j->needs_gpu ? " on GPUs " : "", gpus, j->task.res->reason);
+            "(not the candidate's failure; no turn recorded): first %s%s; again%s%s: %.200s",
+            j->needs_gpu ? "on " : "", j->infra_first, j->needs_gpu ? " on GPUs " : "", gpus,
+            j->task.res->reason);
     else
         j->completion->harness_rc = pk_error_set(
             j->task.err, PK_ERR_INFRA,

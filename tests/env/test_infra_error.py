@@ -6,11 +6,15 @@ N runs of the server fail their set-up, before the candidate's code is loaded), 
 candidate. One such failure: the scheduler runs the step again and the turn is scored as usual.
 Failures on every run: the step is answered with the protocol error infra_error naming the
 cause, no turn is recorded (reply, trajectory, store), the same action may be sent again, and
-the clients (Env, gym's step helper) retry once, say so, and raise InfraError."""
+the clients (Env, gym's step helper) retry once, say so, and raise InfraError; `pkgym eval`
+retries once, says so, and leaves such trajectories out of every figure of its report."""
+import json
 import logging
 import os
 import sqlite3
+import subprocess
 import sys
+import tempfile
 
 from pkserver import SRC, Server
 from pkgym_client import Env, InfraError
@@ -116,9 +120,41 @@ def repeated_failures_are_never_scored():
         srv.cleanup()
 
 
+def eval_leaves_them_out():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "ev")
+        env = dict(os.environ, PKGYM_FAKE_SETUP_FAILURES="1000")
+        p = subprocess.run(
+            [os.environ["PKGYM"], "eval", "--policy", f"replay:{SRC}/rollout/replay",
+             "--problems", "selftest/scale", "-G", "2", "-T", "2", "--out", out,
+             "--serve-arg", "--gpus", "--serve-arg", "none"],
+            capture_output=True, text=True, timeout=280, env=env)
+        # 3: some trajectories stopped on an error (here infra_error, in no figure).
+        expect(p.returncode == 3, f"eval rc {p.returncode}: {p.stderr[-800:]}")
+        for needle in ("infra_error, not the model's failure; sending the same action again",
+                       "this trajectory is dropped from every figure"):
+            expect(needle in p.stderr, f"eval's stderr lacks {needle!r}: {p.stderr[-800:]}")
+        r = json.load(open(os.path.join(out, "report.json")))
+        o = r["overall"]
+        expect(o["infra_dropped"] == 2 and o["trajectories"] == 0 and o["errors"] == 0 and
+               o["correct"] == 0, f"overall {o}")
+        # Turns that never ran (a compile error in the replay) are recorded; none that ran.
+        trajs = r["trajectories"]
+        expect(all(t["infra_error"] and all(u["status"] in ("compile_error", "format_error")
+                                            for u in t["turns"]) for t in trajs),
+               f"trajectories {trajs}")
+        md = open(os.path.join(out, "report.md")).read()
+        expect("2 trajectories stopped on `infra_error`" in md, "report.md does not say so")
+        db = sqlite3.connect(os.path.join(out, "data", "trajectories.sqlite"))
+        stored = db.execute("SELECT status FROM turns").fetchall()
+        expect(len(stored) == sum(len(t["turns"]) for t in trajs), f"stored turns {stored}")
+        db.close()
+
+
 def main():
     one_failure_is_retried()
     repeated_failures_are_never_scored()
+    eval_leaves_them_out()
     print("ok")
     return 0
 
