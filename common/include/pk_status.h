@@ -23,6 +23,9 @@ typedef enum pk_status {
     PK_STATUS_COUNT
 } pk_status;
 
+/* The statuses a recorded turn can have: all but infra_error. */
+#define PK_STATUS_TURN_COUNT PK_STATUS_INFRA_ERROR
+
 /* Protocol name: "format_error", "rejected", ... */
 const char *pk_status_name(pk_status s);
 /* Returns -1 when name is unknown. */
