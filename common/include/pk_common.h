@@ -26,6 +26,7 @@ typedef enum pk_errc {
     PK_ERR_OVERLOADED = 8,
     PK_ERR_SYSTEM = 9, /* a system call failed */
     PK_ERR_INTERNAL = 10,
+    PK_ERR_INFRA = 11, /* an evaluation failed twice before the candidate's code was loaded */
 } pk_errc;
 
 typedef struct pk_error {

@@ -1,4 +1,5 @@
-/* The outcome of one evaluated turn. Shared by the harness, rewards, feedback and the server. */
+/* The outcome of one evaluated turn (or of one run, for infra_error). Shared by the harness,
+ * rewards, feedback and the server. */
 #ifndef PK_STATUS_H
 #define PK_STATUS_H
 
@@ -14,8 +15,16 @@ typedef enum pk_status {
     PK_STATUS_TIMEOUT,
     PK_STATUS_INCORRECT,
     PK_STATUS_CORRECT,
+    /* Ours, not the candidate's: the run failed before the candidate's code was loaded
+     * (sandbox, device, CUDA context, NCCL communicator, arena, problem module), or in a run
+     * that has no candidate (the reference timed alone). Never scored, stored or fed back: the
+     * scheduler retries it, then the step is answered with the protocol error infra_error. */
+    PK_STATUS_INFRA_ERROR,
     PK_STATUS_COUNT
 } pk_status;
+
+/* The statuses a recorded turn can have: all but infra_error. */
+#define PK_STATUS_TURN_COUNT PK_STATUS_INFRA_ERROR
 
 /* Protocol name: "format_error", "rejected", ... */
 const char *pk_status_name(pk_status s);

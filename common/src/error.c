@@ -6,7 +6,7 @@
 
 static const char *const errc_names[] = {
     "ok",          "invalid", "nomem",      "io",     "not_found", "timeout",
-    "unsupported", "busy",    "overloaded", "system", "internal",
+    "unsupported", "busy",    "overloaded", "system", "internal",  "infra",
 };
 
 const char *pk_errc_name(int code) {

@@ -3,7 +3,8 @@
 #include <string.h>
 
 static const char *const names[PK_STATUS_COUNT] = {
-    "format_error", "rejected", "compile_error", "runtime_error", "timeout", "incorrect", "correct",
+    "format_error", "rejected",  "compile_error", "runtime_error",
+    "timeout",      "incorrect", "correct",       "infra_error",
 };
 
 const char *pk_status_name(pk_status s) {

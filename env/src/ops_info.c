@@ -145,6 +145,14 @@ void pk_op_stats(pk_call *c) {
         "{s:I, s:I, s:I, s:I}", "compile_hits", (json_int_t)st.compile_cache_hits, "compile_misses",
         (json_int_t)st.compile_cache_misses, "baseline_hits", (json_int_t)st.baseline_cache_hits,
         "baseline_stale", (json_int_t)st.baseline_cache_stale);
+    /* Failures of ours (infra_error): never a turn; GPUs that kept failing left the pool. */
+    json_t *removed = json_array();
+    for (int i = 0; removed && i < st.n_gpus_removed; i++)
+        json_array_append_new(removed, json_integer(st.gpus_removed[i]));
+    json_t *infra =
+        json_pack("{s:I, s:I, s:I, s:I, s:o}", "errors", (json_int_t)st.infra_errors, "retries",
+                  (json_int_t)st.infra_retries, "failed", (json_int_t)st.infra_failed,
+                  "steps_answered", (json_int_t)n->steps_infra, "gpus_removed", removed);
     json_t *requests = json_pack(
         "{s:I, s:I, s:I, s:I, s:I, s:I}", "total", (json_int_t)n->requests, "bad",
         (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,
@@ -167,12 +175,13 @@ void pk_op_stats(pk_call *c) {
                                 me ? me->steps : 0, "curve", clients_curve, "curve_admitted",
                                 (json_int_t)admitted, "curve_refused", (json_int_t)refused);
     pk_client_drop_if_unused(me);
-    json_t *body = json_pack(
-        "{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:f, s:o, s:o, s:o}", "episodes_open",
-        (json_int_t)s->episodes.count, "steps_in_flight", (json_int_t)n->steps_in_flight,
-        "steps_done", (json_int_t)n->steps_done, "queue_depth",
-        (json_int_t)(st.queued_compile + st.queued_run), "jobs", jobs, "gpu", gpu, "cache", cache,
-        "uptime_s", uptime_s, "requests", requests, "loop", loop, "clients", clients);
+    json_t *body =
+        json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:f, s:o, s:o, s:o}", "episodes_open",
+                  (json_int_t)s->episodes.count, "steps_in_flight", (json_int_t)n->steps_in_flight,
+                  "steps_done", (json_int_t)n->steps_done, "queue_depth",
+                  (json_int_t)(st.queued_compile + st.queued_run), "jobs", jobs, "gpu", gpu,
+                  "cache", cache, "infra", infra, "uptime_s", uptime_s, "requests", requests,
+                  "loop", loop, "clients", clients);
     /* Broker mode: the workers, their GPUs and state (docs/scale-out.md). */
     json_t *remote = pk_evaluator_stats_json(&s->ev);
     if (body && remote)

@@ -282,14 +282,22 @@ void pk_server_on_completion(pk_server *s, pk_completion *done) {
                  "the harness returned no verdict for this code (stages run: compile %.0f ms, "
                  "run %.0f ms); no turn was recorded",
                  done->result.stages.compile_ms, done->result.stages.run_ms);
-    if (done->harness_rc || no_verdict) {
+    /* Ours, not the candidate's (failed before its code was loaded, twice): never a turn nor
+     * a reward. A status infra_error without harness_rc (a worker's, through the broker)
+     * is the same. */
+    int infra = done->harness_rc == PK_ERR_INFRA ||
+                (!done->harness_rc && done->result.status == PK_STATUS_INFRA_ERROR);
+    if (infra && !done->harness_rc)
+        snprintf(done->error.message, sizeof done->error.message, "%s", done->result.reason);
+    if (done->harness_rc || no_verdict || infra) {
         /* The harness itself failed: no verdict exists, so no turn is recorded and the
          * client may retry the same action. */
         pk_episode *e = p->ep;
         e->in_flight = NULL;
         pk_journal_step_end(s->journal, e->id);
+        s->n.steps_infra += infra;
         pk_server_reply(s, &p->env, p->id_raw, p->id_len,
-                        pk_error_body(PK_E_INTERNAL, done->error.message));
+                        pk_error_body(infra ? PK_E_INFRA : PK_E_INTERNAL, done->error.message));
         free_pending(p);
         pk_server_release_if_closed(s, e);
     } else {

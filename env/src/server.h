@@ -74,6 +74,7 @@ typedef struct pk_server_counters {
     uint64_t episodes_started;
     uint64_t episodes_expired;
     uint64_t store_errors;
+    uint64_t steps_infra;       /* steps answered infra_error (no turn, no reward) */
     uint64_t episodes_restored; /* by the restart that started this run */
     double completion_ms_max;   /* the longest time one completion held the serving thread */
     double completion_ms_total;
@@ -154,6 +155,7 @@ json_t *pk_error_body(const char *code, const char *message);
 #define PK_E_BUSY "busy"
 #define PK_E_OVERLOADED "overloaded"
 #define PK_E_INTERNAL "internal"
+#define PK_E_INFRA "infra_error"
 
 /* Op handlers: each replies exactly once, now or (step) when its evaluation completes. */
 void pk_op_hello(pk_call *c);

@@ -17,7 +17,7 @@ static void usage(void) {
             "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
             "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup] [--lock-exit]\n"
-            "  [--lock-dir DIR --lock-ids 0,1]\n");
+            "  [--lock-dir DIR --lock-ids 0,1] [--fake-setup-failure]\n");
 }
 
 static int parse(int argc, char **argv, rn_opts *o) {
@@ -62,6 +62,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->n_lock_ids = rn_gpu_lock_ids_parse(argv[++i], o->lock_ids, RN_LOCK_MAX);
             if (o->n_lock_ids < 0)
                 return -1;
+        } else if (!strcmp(a, "--fake-setup-failure")) {
+            o->fake_setup_failure = 1;
         } else if (!strcmp(a, "--reference-as-candidate")) {
             o->reference_as_candidate = 1;
         } else {
@@ -108,14 +110,14 @@ int main(int argc, char **argv) {
     rn_opts o;
     if (parse(argc, argv, &o)) {
         usage();
-        return 2;
+        return PK_RUNNER_EXIT_INFRA;
     }
     rn_group g;
     memset(&g, 0, sizeof g);
     if (!strcmp(o.launcher, "mpi")) {
         if (rn_group_mpi_init(&g, &argc, &argv)) {
             fprintf(stderr, "pk-runner: MPI_Init failed\n");
-            return 3;
+            return PK_RUNNER_EXIT_INFRA;
         }
         rn_crash_markers_install(o.progress_dir, g.rank);
         int rc = rn_rank_main(&o, &g);
@@ -128,13 +130,13 @@ int main(int argc, char **argv) {
     }
     if (strcmp(o.launcher, "fork") != 0) {
         usage();
-        return 2;
+        return PK_RUNNER_EXIT_INFRA;
     }
     pid_t kids[PK_MAX_RANKS] = {0};
     int who = rn_group_fork_init(&g, o.world, kids);
     if (who < 0) {
         fprintf(stderr, "pk-runner: cannot fork the ranks\n");
-        return 3;
+        return PK_RUNNER_EXIT_INFRA;
     }
     /* Exit under the locks only where there are locks to take. */
     int hold_exit = o.lock_exit && o.lock_dir && o.n_lock_ids > 0;

@@ -9,6 +9,7 @@
 #include "pk_harness.h"
 #include "pk_problem_module.h"
 #include "pk_problem_spec.h"
+#include "pk_runner_exit.h"
 #include "rn_gpu_lock.h"
 #include "rn_values.h"
 
@@ -52,6 +53,9 @@ typedef struct rn_opts {
     int teardown; /* free CUDA/NCCL resources before exit (default: exit right after the result) */
     int lock_setup; /* set-up (context, communicator, arena) holds the GPU locks shared */
     int lock_exit;  /* fork launcher: the ranks exit while the supervisor holds them shared */
+    /* Tests of the infra_error path: set-up fails on every rank, as a device would. Only the
+     * harness passes it, from the operator's environment (PKGYM_FAKE_SETUP_FAILURE*). */
+    int fake_setup_failure;
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
@@ -225,6 +229,8 @@ void rn_progress(const char *dir, int rank, const char *state, int trial);
 /* Warm mode: waits until dir/go (returns 1) or dir/abort (returns 0) exists. Unbounded here:
  * the harness's sandbox wall limit bounds the wait. */
 int rn_wait_go(const char *dir);
+/* PK_RUNNER_SETUP_DONE on stderr, in one write (pk_runner_exit.h). */
+void rn_setup_done_marker(void);
 /* On SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT: writes rank<r>.crash ("rank signal"), re-raises. */
 void rn_crash_markers_install(const char *dir, int rank);
 
@@ -238,6 +244,7 @@ typedef struct rn_report {
     double setup_ms, check_ms, timing_ms;
     double init_ms, arena_ms; /* slowest rank */
     int aborted;              /* warm mode: the harness said abort; nothing else is valid */
+    int infra;                /* failed before the candidate was loaded (ours) */
     int n_trials;
     int trials_planned; /* the plan's (jittered) number of trials */
     pk_trial_verdict trials[PK_EVAL_MAX_TRIALS];

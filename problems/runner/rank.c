@@ -404,11 +404,14 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
                                       : rn_backend_host_init(&rs->b, &rs->ctx);
     st->init_ms = pk_now_ms() - *t0;
     double t_arena = pk_now_ms();
-    int ready = 0;
+    if (locked && !init_rc && rs->o->fake_setup_failure)
+        init_rc = snprintf(rs->b.error, sizeof rs->b.error,
+                           "faked for a test (PKGYM_FAKE_SETUP_FAILURE in the server's "
+                           "environment)");
     if (locked && init_rc)
         rn_fail(st, "device setup failed: %s", rs->b.error);
-    else if (locked && !load_module(rs, st))
-        ready = !setup_buffers(rs, st) && !init_module(rs, st);
+    else if (locked && !load_module(rs, st) && !setup_buffers(rs, st))
+        init_module(rs, st); /* each failure above marked st failed: the exchange sees it */
     rn_gpu_phase_end(rs);
     st->arena_ms = pk_now_ms() - t_arena;
     if (rs->o->wait_go) { /* warm: everything above overlaps the compile */
@@ -420,13 +423,22 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "setup", -1);
         *t0 = pk_now_ms(); /* setup is counted from go */
     }
-    if (ready && !load_candidate(rs, st) && rs->init_fn) {
+    /* The line between our failures and the candidate's: every rank's set-up is known good
+     * before any rank loads candidate code, and the marker says so in a channel the
+     * candidate cannot take back (pk_runner_exit.h). */
+    snprintf(rep->gpu_name, sizeof rep->gpu_name, "%s", rs->b.name);
+    if (phase_failed(rs, st, rep, all)) {
+        rep->infra = 1;
+        return 1;
+    }
+    if (!rs->o->reference_as_candidate)
+        rn_setup_done_marker();
+    if (!load_candidate(rs, st) && rs->init_fn) {
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "candidate", -1);
         if (rs->init_fn(&rs->ctx))
             rn_fail(st, "solution_init failed");
         rn_progress(rs->o->progress_dir, rs->ctx.rank, "harness", -1);
     }
-    snprintf(rep->gpu_name, sizeof rep->gpu_name, "%s", rs->b.name);
     if (phase_failed(rs, st, rep, all))
         return 1;
     for (int r = 0; r < rs->g->world; r++) {
@@ -556,7 +568,7 @@ int rn_rank_main(rn_opts *o, rn_group *g) {
     pk_error err;
     if (rn_read_seed(o)) {
         fprintf(stderr, "pk-runner: cannot read the seed file\n");
-        return 3;
+        return PK_RUNNER_EXIT_INFRA;
     }
     /* Every rank has read it: gone before any candidate code is loaded. */
     if (o->seed_file && g->barrier(g) == 0 && g->rank == 0)
@@ -565,7 +577,7 @@ int rn_rank_main(rn_opts *o, rn_group *g) {
         (o->dims && pk_problem_override_dims(rs.p, o->dims, &err)) ||
         pk_problem_sizes_at(rs.p, g->world, &rs.sz, &err)) {
         fprintf(stderr, "pk-runner: %s\n", err.message);
-        return 3;
+        return PK_RUNNER_EXIT_INFRA;
     }
     if (!rs.p->device_gpu)
         rs.ctx.mpi_comm = rn_group_mpi_comm(g);
@@ -580,10 +592,10 @@ int rn_rank_main(rn_opts *o, rn_group *g) {
         rep.teardown_ms = pk_now_ms() - t_down;
     }
     rep.lock_wait_ms = rn_gpu_lock_wait_ms();
-    int rc = 0;
+    int rc = rep.infra ? PK_RUNNER_EXIT_INFRA : 0;
     if (g->rank == 0 && !rep.aborted && rn_report_write(o->out, &rep)) {
         fprintf(stderr, "pk-runner: cannot write %s\n", o->out);
-        rc = 3;
+        rc = rep.infra ? PK_RUNNER_EXIT_INFRA : PK_RUNNER_EXIT_RESULT;
     }
     /* Fast exit (default): the process exits with the result written and everything still
      * allocated; the driver frees device memory, communicators and windows at exit, and the

@@ -80,10 +80,50 @@ static int set_locks(pk_job *job, const int *gpus, int n_gpus, pk_job_launch *l,
     return PK_OK;
 }
 
+/* Tests of the infra_error path (docs/sandbox.md): the operator's environment, never the
+ * candidate's, makes a run's set-up fail. PKGYM_FAKE_SETUP_FAILURES=N: the first N runs of
+ * this process; PKGYM_FAKE_SETUP_FAILURE_GPUS=LIST: every run on one of those GPUs. */
+static int fake_setup_failure(const int *gpus, int n_gpus) {
+    static int runs;
+    const char *first = getenv("PKGYM_FAKE_SETUP_FAILURES");
+    if (first && *first && __atomic_fetch_add(&runs, 1, __ATOMIC_SEQ_CST) < atoi(first))
+        return 1;
+    const char *list = getenv("PKGYM_FAKE_SETUP_FAILURE_GPUS");
+    for (const char *t = list; t && *t;) {
+        char *end;
+        long v = strtol(t, &end, 10);
+        if (end == t)
+            break;
+        for (int i = 0; i < n_gpus; i++)
+            if (gpus[i] == v)
+                return 1;
+        t = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* A run again on the same job (the scheduler's retry after infra_error) must not read the
+ * markers and result of the earlier one. */
+static void remove_run_markers(const pk_job *job) {
+    char path[700];
+    for (int r = 0; r < job->world; r++) {
+        snprintf(path, sizeof path, "%s/rank%d.progress", job->dir, r);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/rank%d.crash", job->dir, r);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/go", job->dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/abort", job->dir);
+    unlink(path);
+    unlink(job->result_path);
+}
+
 static int build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
                         pk_job_launch *l, pk_error *err) {
     const pk_problem *p = job->p;
     memset(l, 0, sizeof *l);
+    remove_run_markers(job);
     snprintf(l->world, sizeof l->world, "%d", job->world);
     snprintf(l->trials, sizeof l->trials, "%d", job->trials);
     int rc = write_seed(job, l, err);
@@ -184,6 +224,8 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     rc = set_locks(job, gpus, n_gpus, l, err);
     if (rc)
         return rc;
+    if (fake_setup_failure(p->device_gpu ? l->gpus : gpus, p->device_gpu ? job->world : n_gpus))
+        l->argv[n++] = "--fake-setup-failure";
     if (l->locked) {
         l->argv[n++] = "--lock-dir";
         l->argv[n++] = l->lock_dir;

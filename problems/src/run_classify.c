@@ -2,6 +2,7 @@
  * feedback; the verdict comes from the runner's result file and the harness's own markers. */
 #define _GNU_SOURCE
 #include "pk_job.h"
+#include "pk_runner_exit.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -151,6 +152,34 @@ static void check_timing(const pk_job *job, const pk_run_report *rep, pk_eval_re
     pk_roofline_judge(&rl, hw.name, res);
 }
 
+/* Did this run fail before any candidate code was loaded? Only channels the candidate cannot
+ * take back decide (pk_runner_exit.h): the set-up marker in the captured stderr (any rank
+ * writes it before its own dlopen, so a run that loaded candidate code has it) and, under
+ * mpirun, whose forwarding of that stderr a candidate could cut by killing mpirun, also the
+ * runner's own exit status (mpirun exits with it only when it ran to its end). The result
+ * file and the progress markers are never read for this: the candidate can write them. */
+static int failed_before_candidate(const pk_job *job, const pk_sandbox_result *sr,
+                                   const pk_eval_result *res) {
+    int marker = sr->err && memmem(sr->err, sr->err_len, PK_RUNNER_SETUP_DONE,
+                                   sizeof PK_RUNNER_SETUP_DONE - 1) != NULL;
+    if (marker && !job->opts.reference_as_candidate)
+        return 0;
+    if (job->opts.reference_as_candidate) /* no candidate at all: every failure is ours */
+        return 1;
+    if (strcmp(res->launcher, "mpi") == 0)
+        return sr->status == PK_SB_EXIT && sr->exit_code == PK_RUNNER_EXIT_INFRA;
+    return 1;
+}
+
+static void set_infra(const pk_job *job, const pk_sandbox_result *sr, pk_eval_result *res,
+                      const char *what) {
+    res->status = PK_STATUS_INFRA_ERROR;
+    res->n_hung = 0;
+    snprintf(res->reason, sizeof res->reason, "%s before the candidate was loaded%s: %.400s",
+             job->opts.reference_as_candidate ? "the reference's own run failed" : "the run failed",
+             sr->status == PK_SB_TIMEOUT ? " (it hung)" : "", what);
+}
+
 int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result *res,
                         pk_error *err) {
     free(res->stdout_tail);
@@ -159,8 +188,17 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
     res->stderr_tail = tail(sr->err, sr->err_len, 4096);
     res->exit_code = sr->exit_code;
     res->signal = sr->signal;
-    if (sr->status == PK_SB_SETUP_ERROR)
-        return pk_error_set(err, PK_ERR_SYSTEM, "run sandbox: %s", sr->detail);
+    (void)err;
+    if (sr->status == PK_SB_SETUP_ERROR) { /* the command never ran */
+        char what[300];
+        snprintf(what, sizeof what, "sandbox set-up: %s", sr->detail);
+        set_infra(job, sr, res, what);
+        return PK_OK;
+    }
+    if (sr->status == PK_SB_TIMEOUT && failed_before_candidate(job, sr, res)) {
+        set_infra(job, sr, res, "the set-up did not finish within the run limit");
+        return PK_OK;
+    }
     if (sr->status == PK_SB_TIMEOUT) {
         pk_strbuf where = {0}, hung = {0};
         find_hung(job, res, &where);
@@ -207,6 +245,16 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
         res->stages.run_lock_wait_ms = rep.lock_wait_ms;
         res->stages.run_timing_expect_ms = rep.timing_expect_ms;
         res->stages.run_timing_hold_ms = rep.timing_hold_ms;
+    }
+    if ((!have || sr->status != PK_SB_OK || !rep.ok) && failed_before_candidate(job, sr, res)) {
+        char what[600];
+        if (have && !rep.ok)
+            snprintf(what, sizeof what, "%s", rep.error);
+        else
+            snprintf(what, sizeof what, "%s, exit code %d, signal %d",
+                     pk_sb_status_name(sr->status), sr->exit_code, sr->signal);
+        set_infra(job, sr, res, what);
+        return PK_OK;
     }
     if (!have || sr->status != PK_SB_OK || !rep.ok) {
         res->status = PK_STATUS_RUNTIME_ERROR;

@@ -245,7 +245,9 @@ int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: turn %d of '%s': turns are numbered from 1", t->turn,
                             t->episode_id);
-    if ((unsigned)t->status >= PK_STATUS_COUNT || !isfinite(t->score))
+    /* infra_error is never a turn: the server answers it with an error and records nothing. */
+    if ((unsigned)t->status >= PK_STATUS_COUNT || t->status == PK_STATUS_INFRA_ERROR ||
+        !isfinite(t->score))
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: turn %d of '%s': bad status %d or score %g", t->turn,
                             t->episode_id, (int)t->status, t->score);

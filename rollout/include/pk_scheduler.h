@@ -41,6 +41,9 @@ typedef struct pk_scheduler_opts {
      * when the scheduler starts (memory not counted when NVML is missing); -1: not counted. */
     long gpu_mem_mb;
     const char *lock_dir; /* the timing locks; NULL: pk_gpu_lock_dir_default */
+    /* infra_errors in a row (runs that failed before candidate code was loaded, with no run
+     * on that GPU succeeding in between) after which a GPU leaves the pool; 0: 3. */
+    int gpu_infra_limit;
 } pk_scheduler_opts;
 
 /* One finished job, sent over done_endpoint as a single frame holding the pointer
@@ -84,6 +87,12 @@ typedef struct pk_scheduler_stats {
     double gpu_kernel_ms;    /* GPU-ms in trials and timing (their lock waits excluded) x GPUs */
     double gpu_timing_ms;    /* ... of which timing, which holds its GPUs alone */
     double gpu_lock_wait_ms; /* GPU-ms jobs waited for other jobs' timing locks */
+    /* Failures of ours (status infra_error: before candidate code was loaded): */
+    uint64_t infra_errors;  /* runs that ended so */
+    uint64_t infra_retries; /* of which were run again (once, on other GPUs where there are) */
+    uint64_t infra_failed;  /* jobs that failed so twice: answered with an error, never scored */
+    int n_gpus_removed;     /* GPUs taken out of the pool (gpu_infra_limit in a row) */
+    int gpus_removed[PK_SCHED_MAX_GPUS];
 } pk_scheduler_stats;
 
 int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_error *err);

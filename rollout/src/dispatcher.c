@@ -284,6 +284,112 @@ static void queue_run(pk_scheduler *s, pk_sched_job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
+static int infra_limit(const pk_scheduler *s) {
+    return s->opts.gpu_infra_limit > 0 ? s->opts.gpu_infra_limit : 3;
+}
+
+static void gpu_list(const pk_scheduler *s, const pk_sched_job *j, char *out, size_t cap) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int k = 0; j->needs_gpu && k < j->n_slots && used < cap; k++)
+        used += (size_t)snprintf(out + used, cap - used, "%s%d", k ? "," : "",
+                                 s->opts.gpus[j->slots[k]]);
+}
+
+/* Jobs waiting for more GPUs than the pool has left can never run. */
+static void fail_unfit(pk_scheduler *s) {
+    void *item;
+    while (pk_gpu_slots_pop_unfit(&s->gpu_slots, &item)) {
+        pthread_mutex_lock(&s->mu);
+        s->stats.queued_run--;
+        pthread_mutex_unlock(&s->mu);
+        fail_job(s, item, PK_ERR_INFRA,
+                 "infra_error: not enough GPUs are left in the pool for this job (the others "
+                 "kept failing before any candidate code ran; see the server's log)");
+    }
+}
+
+/* A GPU run's verdict for its GPUs: an infra_error counts against each of them, any other
+ * verdict clears them; a GPU at the limit leaves the pool for good. */
+static void note_gpu_health(pk_scheduler *s, const pk_sched_job *j, int infra) {
+    int removed = 0;
+    for (int k = 0; k < j->n_slots; k++) {
+        int slot = j->slots[k];
+        if (!infra) {
+            s->infra_streak[slot] = 0;
+            continue;
+        }
+        if (++s->infra_streak[slot] < infra_limit(s) || s->gpu_slots.disabled[slot])
+            continue;
+        pk_gpu_slots_disable(&s->gpu_slots, slot);
+        removed = 1;
+        fprintf(stderr,
+                "pkgym scheduler: GPU %d leaves the pool: %d runs on it in a row failed before "
+                "any candidate code ran (last: %.300s); %d of %d GPUs left\n",
+                s->opts.gpus[slot], s->infra_streak[slot], j->task.res->reason,
+                s->gpu_slots.n_enabled, s->gpu_slots.n_slots);
+        pthread_mutex_lock(&s->mu);
+        s->stats.gpus_removed[s->stats.n_gpus_removed++] = s->opts.gpus[slot];
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (removed)
+        fail_unfit(s);
+}
+
+/* A run that failed before the candidate's code was loaded is ours: run it once more, on
+ * other GPUs where there are any. Returns 1 when it was queued again. */
+static int retry_infra(pk_scheduler *s, pk_sched_job *j) {
+    char gpus[128];
+    gpu_list(s, j, gpus, sizeof gpus);
+    snprintf(j->infra_first, sizeof j->infra_first, "%s%s%s%.150s", j->needs_gpu ? "GPUs " : "",
+             gpus, j->needs_gpu ? ": " : "", j->task.res->reason);
+    if (j->infra_tries > 0 || s->grace_over || !j->task.state)
+        return 0;
+    uint64_t avoid = 0;
+    for (int k = 0; j->needs_gpu && k < j->n_slots; k++)
+        avoid |= 1ull << j->slots[k];
+    pk_gpu_slots *pool = j->needs_gpu ? &s->gpu_slots : &s->host_slots;
+    pk_error e;
+    if (pk_gpu_slots_request_avoid(pool, j->task.ticket, j, j->needs_gpu ? j->world_size : 1,
+                                   j->needs_gpu ? (uint64_t)j->mem_mb : 0, avoid, &e) != PK_OK)
+        return 0;
+    fprintf(stderr, "pkgym scheduler: job %llu: infra_error (%s); run again once\n",
+            (unsigned long long)j->task.ticket, j->infra_first);
+    j->infra_tries++;
+    j->n_slots = 0;
+    j->pregranted = 0; /* its GPUs went back above */
+    pthread_mutex_lock(&s->mu);
+    s->stats.infra_retries++;
+    s->stats.queued_run++;
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+}
+
+/* The second infra_error (or no retry possible): no verdict; the server answers the step with
+ * the protocol error infra_error, naming both causes. */
+static void give_up_infra(pk_scheduler *s, pk_sched_job *j) {
+    if (j->task.state)
+        s->exec.release(s->exec.ctx, &j->task);
+    char gpus[128];
+    gpu_list(s, j, gpus, sizeof gpus);
+    if (j->infra_tries > 0)
+        j->completion->harness_rc = pk_error_set(
+            j->task.err, PK_ERR_INFRA,
+            "infra_error: the evaluation failed twice before the candidate's code was loaded "
+            "(not the candidate's failure; no turn recorded): first %s%s; again%s%s: %.200s",
+            j->needs_gpu ? "on " : "", j->infra_first, j->needs_gpu ? " on GPUs " : "", gpus,
+            j->task.res->reason);
+    else
+        j->completion->harness_rc = pk_error_set(
+            j->task.err, PK_ERR_INFRA,
+            "infra_error: the evaluation failed before the candidate's code was loaded and "
+            "could not be run again (not the candidate's failure; no turn recorded): %s",
+            j->infra_first);
+    pthread_mutex_lock(&s->mu);
+    s->stats.infra_failed++;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) {
     pk_sched_job *j = w->job;
     w->busy = 0;
@@ -311,12 +417,24 @@ static void on_done(pk_scheduler *s, pk_sched_worker *w, const pk_sched_msg *m) 
     }
     pthread_mutex_unlock(&s->mu);
     if (was_run) {
+        int infra = !j->completion->harness_rc && j->task.res->status == PK_STATUS_INFRA_ERROR;
         if (j->needs_gpu) {
             pk_gpu_slots_release_mem(&s->gpu_slots, j->slots, j->n_slots, (uint64_t)j->mem_mb);
             note_gpus(s, -1);
         } else {
             pk_gpu_slots_release(&s->host_slots, j->slots, j->n_slots);
         }
+        if (infra) {
+            pthread_mutex_lock(&s->mu);
+            s->stats.infra_errors++;
+            pthread_mutex_unlock(&s->mu);
+        }
+        if (j->needs_gpu)
+            note_gpu_health(s, j, infra);
+        if (infra && retry_infra(s, j))
+            return;
+        if (infra)
+            give_up_infra(s, j);
         finish(s, j);
     } else if (!j->task.run_needed || j->completion->harness_rc) {
         drop_pregrant(s, j); /* the worker's release has ended the warm run */

@@ -29,8 +29,9 @@ typedef struct pk_slot_request {
     uint64_t order; /* arrival key: smaller goes first */
     void *item;     /* the caller's job */
     int width;
-    int bypassed; /* later requests granted while this one waited */
-    uint64_t mem; /* on each of its slots */
+    int bypassed;   /* later requests granted while this one waited */
+    uint64_t mem;   /* on each of its slots */
+    uint64_t avoid; /* slots (bit i: slot i) not to use while enough others are enabled */
 } pk_slot_request;
 
 typedef struct pk_gpu_slots {
@@ -40,6 +41,8 @@ typedef struct pk_gpu_slots {
     uint64_t mem_cap; /* per slot; 0: memory is not counted */
     int n_free;       /* slots holding no job */
     int load[PK_GPU_SLOTS_MAX];
+    int disabled[PK_GPU_SLOTS_MAX]; /* taken out of the pool: never granted again */
+    int n_enabled;
     uint64_t mem[PK_GPU_SLOTS_MAX];
     pk_slot_request *queue; /* sorted by order */
     size_t n_queued;
@@ -58,6 +61,16 @@ void pk_gpu_slots_destroy(pk_gpu_slots *s);
 int pk_gpu_slots_request_mem(pk_gpu_slots *s, uint64_t order, void *item, int width, uint64_t mem,
                              pk_error *err);
 int pk_gpu_slots_request(pk_gpu_slots *s, uint64_t order, void *item, int width, pk_error *err);
+/* The same, kept off the slots in avoid (a retry after an infra_error there) while at least
+ * width enabled slots are outside it; otherwise avoid is ignored. PK_ERR_INFRA when fewer
+ * than width slots are enabled. */
+int pk_gpu_slots_request_avoid(pk_gpu_slots *s, uint64_t order, void *item, int width, uint64_t mem,
+                               uint64_t avoid, pk_error *err);
+/* Takes slot out of the pool (a GPU that keeps failing): it is never granted again; jobs on
+ * it now finish. Requests that no longer fit come out through pk_gpu_slots_pop_unfit. */
+void pk_gpu_slots_disable(pk_gpu_slots *s, int slot);
+/* Removes a waiting request wider than the enabled slots; 0 when none. */
+int pk_gpu_slots_pop_unfit(pk_gpu_slots *s, void **item);
 /* Grants the next request that may go: returns 1 and fills item and slots[0..width-1]
  * (slot indices, ascending), or 0 when none may go now. */
 int pk_gpu_slots_grant(pk_gpu_slots *s, void **item, int *slots, int *width);

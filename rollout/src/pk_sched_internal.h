@@ -25,6 +25,8 @@ typedef struct pk_sched_job {
     double t_submit_ms;
     int pregranted;            /* holds its GPUs (slots) since before its compile ended */
     int warm_tried;            /* considered for a pre-grant once: never again */
+    int infra_tries;           /* runs again after an infra_error (at most 1) */
+    char infra_first[320];     /* the first infra_error's reason and GPUs */
     struct pk_sched_job *next; /* compile queue or ready list link */
 } pk_sched_job;
 
@@ -67,6 +69,8 @@ struct pk_scheduler {
     pk_gpu_slots host_slots;
     /* Held time per GPU (under mu): since when each GPU holds a job, 0 when it holds none. */
     double held_since[PK_SCHED_MAX_GPUS];
+    /* infra_errors in a row per GPU slot (dispatcher only); at gpu_infra_limit it leaves. */
+    int infra_streak[PK_SCHED_MAX_GPUS];
     pk_sched_worker *workers;
     int n_workers;
     int n_compile_workers;

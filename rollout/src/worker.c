@@ -18,7 +18,8 @@ static void run_stage(pk_scheduler *s, const pk_sched_msg *m, pk_sched_msg *repl
         final = rc || !t->run_needed;
     } else {
         rc = s->exec.run(s->exec.ctx, t, m->gpus, m->n_gpus);
-        final = 1;
+        /* A first infra_error is run again (dispatcher.c): the job is kept for it. */
+        final = rc || t->res->status != PK_STATUS_INFRA_ERROR || j->infra_tries > 0;
     }
     if (rc)
         j->completion->harness_rc = rc;

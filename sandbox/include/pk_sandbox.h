@@ -35,7 +35,8 @@ typedef struct pk_sandbox_opts {
     long fsize_mb;     /* RLIMIT_FSIZE; 0: 256 */
     int nofile;        /* RLIMIT_NOFILE; 0: 1024 */
     size_t output_cap; /* bytes kept of stdout and of stderr; 0: PK_SANDBOX_DEFAULT_OUTPUT_CAP */
-    const int *gpus;   /* GPU indices whose /dev/nvidiaN nodes are bound (plus control nodes) */
+    const int *gpus;   /* GPU indices (PCI bus order) whose nodes are bound, found through the
+                          driver (pk_gpu_nodes.h), plus the control nodes */
     int n_gpus;
     const char *const *ro; /* extra read-only binds (same path inside) */
     int n_ro;

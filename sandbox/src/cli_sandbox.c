@@ -21,7 +21,9 @@ static void usage(FILE *f) {
                "cgroups where the host allows and a seccomp filter, then prints one JSON verdict:\n"
                "status (ok, exit, signal, timeout, memory, output_limit, setup_error), exit_code,\n"
                "signal, wall_ms, cpu_ms, max_rss_kb, stdout, stderr, truncated, detail, limits.\n"
-               "LIST is comma-separated GPU indices (N of /dev/nvidiaN). PKGYM_SANDBOX_RO adds\n"
+               "LIST is comma-separated GPU indices in PCI bus order (nvidia-smi's); each GPU's\n"
+               "node /dev/nvidiaM is found through the driver (M: its minor) and\n"
+               "CUDA_VISIBLE_DEVICES names exactly those GPUs inside. PKGYM_SANDBOX_RO adds\n"
                "read-only paths (colon-separated). --env adds to the default environment\n"
                "(NCCL_NVLS_ENABLE=0 always). Exit status: 0 when a verdict was printed.\n");
 }

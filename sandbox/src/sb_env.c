@@ -78,7 +78,7 @@ static int forced(const char *entry) {
            (SB_ASAN_FORCED && strncmp(entry, "ASAN_OPTIONS=", 13) == 0);
 }
 
-char **sb_env_build(const pk_sandbox_opts *opts, const char *workdir) {
+char **sb_env_build(const pk_sandbox_opts *opts, const char *workdir, const char *cuda_visible) {
     char **env = NULL;
     int n = 0, cap = 0, rc = 0;
     if (opts->env) {
@@ -93,14 +93,10 @@ char **sb_env_build(const pk_sandbox_opts *opts, const char *workdir) {
         const char *ld = getenv("LD_LIBRARY_PATH");
         if (!rc && ld && *ld)
             rc = push(&env, &n, &cap, concat("LD_LIBRARY_PATH=", ld));
-        if (!rc && opts->n_gpus > 0) {
-            char list[1200] = "CUDA_VISIBLE_DEVICES=";
-            for (int i = 0; i < opts->n_gpus && i < 256; i++) {
-                size_t l = strlen(list);
-                /* The driver still lists every GPU; only the assigned nodes exist here. */
-                snprintf(list + l, sizeof list - l, "%s%d", i ? "," : "", opts->gpus[i]);
-            }
-            rc = push(&env, &n, &cap, strdup(list));
+        if (!rc && cuda_visible) {
+            /* UUIDs (or positions among the job's GPUs): CUDA inside enumerates only the GPUs
+             * whose nodes are bound, so host indices would name the wrong ones or none. */
+            rc = push(&env, &n, &cap, concat("CUDA_VISIBLE_DEVICES=", cuda_visible));
             if (!rc)
                 rc = push(&env, &n, &cap, strdup("CUDA_DEVICE_ORDER=PCI_BUS_ID"));
         }

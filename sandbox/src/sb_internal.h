@@ -41,6 +41,7 @@ typedef struct sb_plan {
     int n_owned, cap_owned;
     char **binds; /* real host paths already visible inside (to skip nested binds) */
     int n_binds, cap_binds;
+    char *cuda_visible; /* with GPUs: CUDA_VISIBLE_DEVICES naming them inside; else NULL */
 } sb_plan;
 
 /* Builds the plan for opts (workdir already decided). Returns PK_OK or an error. */
@@ -67,8 +68,9 @@ long sb_cgroup_oom_kills(const sb_cgroup *cg); /* -1 unknown */
 double sb_cgroup_cpu_ms(const sb_cgroup *cg);  /* -1 unknown */
 void sb_cgroup_destroy(sb_cgroup *cg);
 
-/* The child's environment: opts->env or the default, with NCCL_NVLS_ENABLE=0 enforced. */
-char **sb_env_build(const pk_sandbox_opts *opts, const char *workdir);
+/* The child's environment: opts->env or the default, with NCCL_NVLS_ENABLE=0 enforced;
+ * cuda_visible (the plan's) names the job's GPUs in the default. */
+char **sb_env_build(const pk_sandbox_opts *opts, const char *workdir, const char *cuda_visible);
 void sb_env_free(char **env);
 
 /* Everything the sandbox's init and the command need after the clone. */

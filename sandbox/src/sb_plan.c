@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "sb_internal.h"
 
+#include "pk_gpu_nodes.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -221,12 +223,47 @@ static int add_nvidia_caps(sb_plan *p, const char *devroot, pk_error *err) {
     return rc;
 }
 
+/* The job's GPUs: each index (PCI bus order) is mapped through the driver to its node,
+ * /dev/nvidia<minor>, bound under the same name (the driver opens it by minor), and to the
+ * CUDA_VISIBLE_DEVICES that names exactly those GPUs inside (pk_gpu_nodes_visible). */
+static int add_gpu_nodes(sb_plan *p, const pk_sandbox_opts *opts, const char *devroot,
+                         pk_error *err) {
+    pk_gpu_nodes *m = malloc(sizeof *m);
+    if (!m)
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    char src[PATH_MAX], dst[64], visible[2048];
+    int rc = pk_gpu_nodes_read(NULL, m, err);
+    for (int i = 0; !rc && i < opts->n_gpus; i++) {
+        const pk_gpu_node *g = pk_gpu_nodes_lookup(m, opts->gpus[i], err);
+        if (!g) {
+            rc = PK_ERR_NOT_FOUND;
+            break;
+        }
+        snprintf(src, sizeof src, "%s/nvidia%d", devroot, g->minor);
+        snprintf(dst, sizeof dst, "/dev/nvidia%d", g->minor);
+        if (!pk_path_exists(src))
+            rc = pk_error_set(err, PK_ERR_NOT_FOUND, "GPU %d (%s, minor %d): %s not present",
+                              opts->gpus[i], g->bus_id, g->minor, src);
+        else
+            rc = add_op(p, SB_OP_BIND_DEV, src, dst, NULL, 0, err);
+    }
+    if (!rc)
+        rc = pk_gpu_nodes_visible(m, opts->gpus, opts->n_gpus, visible, sizeof visible, err);
+    if (!rc && !(p->cuda_visible = strdup(visible)))
+        rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    free(m);
+    return rc;
+}
+
 static int add_devices(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err) {
     static const char *const basic[] = {"null", "zero", "full", "random", "urandom", NULL};
     static const char *const gpu_ctl[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", NULL};
     /* PKGYM_SANDBOX_DEVROOT lets tests stand in fake nvidia nodes on GPU-less hosts. */
     const char *devroot = getenv("PKGYM_SANDBOX_DEVROOT");
     char src[PATH_MAX], dst[64];
+    for (int i = 0; i < opts->n_gpus; i++)
+        if (opts->gpus[i] < 0 || opts->gpus[i] >= PK_GPU_NODES_MAX)
+            return pk_error_set(err, PK_ERR_INVALID, "bad GPU index %d", opts->gpus[i]);
     int rc = add_op(p, SB_OP_MKDIR, NULL, "/dev", NULL, 1, err);
     for (int i = 0; !rc && basic[i]; i++) {
         snprintf(src, sizeof src, "/dev/%s", basic[i]);
@@ -242,16 +279,8 @@ static int add_devices(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err) {
     }
     if (!rc && opts->n_gpus > 0)
         rc = add_nvidia_caps(p, devroot ? devroot : "/dev", err);
-    for (int i = 0; !rc && i < opts->n_gpus; i++) {
-        if (opts->gpus[i] < 0 || opts->gpus[i] > 255)
-            return pk_error_set(err, PK_ERR_INVALID, "bad GPU index %d", opts->gpus[i]);
-        snprintf(src, sizeof src, "%s/nvidia%d", devroot ? devroot : "/dev", opts->gpus[i]);
-        snprintf(dst, sizeof dst, "/dev/nvidia%d", opts->gpus[i]);
-        if (!pk_path_exists(src))
-            return pk_error_set(err, PK_ERR_NOT_FOUND, "GPU %d: %s not present", opts->gpus[i],
-                                src);
-        rc = add_op(p, SB_OP_BIND_DEV, src, dst, NULL, 0, err);
-    }
+    if (!rc && opts->n_gpus > 0)
+        rc = add_gpu_nodes(p, opts, devroot ? devroot : "/dev", err);
     if (!rc)
         rc = add_op(p, SB_OP_SYMLINK, NULL, "/dev/fd", "/proc/self/fd", 0, err);
     if (!rc)
@@ -363,6 +392,7 @@ void sb_plan_free(sb_plan *p) {
     if (p->root)
         rmdir(p->root);
     free(p->root);
+    free(p->cuda_visible);
     for (int i = 0; i < p->n_owned; i++)
         free(p->owned[i]);
     for (int i = 0; i < p->n_binds; i++)

@@ -491,7 +491,7 @@ int pk_sandbox_run(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_r
             set_setup_error(res, "filesystem: %s", perr.message);
         } else {
             j.have_plan = 1;
-            j.env = sb_env_build(opts, j.workdir);
+            j.env = sb_env_build(opts, j.workdir, j.plan.cuda_visible);
             if (!j.env) {
                 set_setup_error(res, "out of memory");
             } else {

@@ -16,7 +16,7 @@ from pkserver import SRC, Client, Server, raw_request, selftest_problems
 from pkgym_client import Env
 
 ERROR_CODES = {"bad_request", "unknown_op", "unknown_problem", "unknown_episode", "episode_done",
-               "busy", "overloaded", "internal"}
+               "busy", "overloaded", "internal", "infra_error"}
 STATUSES = {"format_error", "rejected", "compile_error", "runtime_error", "timeout", "incorrect",
             "correct"}
 NO_CODE = "I am not sure yet; no code this turn."

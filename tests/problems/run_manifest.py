@@ -7,7 +7,8 @@ usage: run_manifest.py (--host | --gpu) [manifest...]
 Manifest: {"problem": ID, "solutions": [entry...]} or {FILE: entry...} (problem taken from
 the directory). Entry keys: file, status (a name or a list of accepted names), and optionally
 rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
-reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing.
+reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing, env (variables added to
+pkgym's environment: the operator's, e.g. PKGYM_FAKE_SETUP_FAILURES to fake a set-up failure).
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
 PK_MANIFEST_SEED=S passes --seed S (scripts/manifest-seeds sweeps seeds: an expectation must
 hold whatever the secret draws are).
@@ -59,7 +60,8 @@ def run_one(problem, sol_dir, entry):
     if SHARED_LOCKS and problem_device(problem) == "host" and "gpus" not in entry:
         world = entry.get("world_size") or problem_world(problem)
         cmd += ["--gpus", ",".join(str(i) for i in range(world)), "--lock-dir", SHARED_LOCKS]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, **entry.get("env", {}))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     label = "%s %s%s" % (problem, entry["file"],
                          " (world %d)" % entry["world_size"] if "world_size" in entry else "")
     if proc.returncode != 0:

@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
                 return fail(&err);
             double scores[TURNS];
             for (int t = 0; t < TURNS; t++) {
-                pk_status st = (pk_status)(next_rand() % PK_STATUS_COUNT);
+                pk_status st = (pk_status)(next_rand() % PK_STATUS_TURN_COUNT);
                 double ref = 100.0, cand = 40.0 + next_rand() % 160;
                 int timed = st == PK_STATUS_CORRECT;
                 snprintf(result, sizeof result,

@@ -94,6 +94,8 @@ static void write_and_read_back(void **state) {
     t.turn = 5;
     t.status = PK_STATUS_COUNT;
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* no such status */
+    t.status = PK_STATUS_INFRA_ERROR;                                 /* ours, never a turn (#25) */
+    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);
     t.status = PK_STATUS_CORRECT;
     t.score = NAN;
     assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);

@@ -3,6 +3,7 @@
  * the hold gate is open. */
 #include "fake_exec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -73,6 +74,12 @@ static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     st->runs++;
     if (n_gpus != (fp->needs_gpu ? fp->world_size : 0))
         st->wrong_width++;
+    int infra = (mask & st->bad_gpus) != 0;
+    if (t->ticket < 4096) {
+        if (st->run_count[t->ticket] < 2)
+            st->run_mask[t->ticket][st->run_count[t->ticket]] = mask;
+        st->run_count[t->ticket]++;
+    }
     if (t->ticket < 4096 && st->warmed[t->ticket] == 1) {
         st->warm_ran++;
         if (st->warm_mask[t->ticket] != mask)
@@ -89,7 +96,9 @@ static int run(void *ctx, pk_sched_task *t, const int *gpus, int n_gpus) {
     hold(st, mask, -1);
     st->running_now--;
     pthread_mutex_unlock(&st->mu);
-    t->res->status = PK_STATUS_CORRECT;
+    t->res->status = infra ? PK_STATUS_INFRA_ERROR : PK_STATUS_CORRECT;
+    snprintf(t->res->reason, sizeof t->res->reason, "%s",
+             infra ? "rank 0: device setup failed: fake" : "");
     t->res->world_size = n_gpus;
     t->res->stages.run_ms = fp->run_us / 1000.0;
     t->res->stages.run_check_ms = st->kernel_ms_per_run / 2;

@@ -39,6 +39,10 @@ typedef struct fake_stats {
     int warm_mismatch;        /* a warmed job ran on GPUs other than its warm ones */
     int warm_aborted;         /* a warmed job released without running (compile failed) */
     int warm_ran;             /* a warmed job ran */
+    /* infra_error: a run on any of these GPU ids (bit id) fails "before the candidate". */
+    uint64_t bad_gpus;
+    int run_count[4096];        /* runs of each ticket */
+    uint64_t run_mask[4096][2]; /* the GPUs of its first two runs */
 } fake_stats;
 
 void fake_exec_init(fake_stats *st, pk_sched_exec *exec);

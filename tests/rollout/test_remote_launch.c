@@ -271,6 +271,35 @@ static void test_parse_nvidia_smi_topo(void **state) {
     assert_int_equal(pk_gpu_topology_parse_smi("No devices were found\n", links, 8), -1);
 }
 
+/* The driver's list decides each GPU's index (PCI bus order) and node minor, matched by UUID:
+ * the sandbox binds a granted index through the same list. */
+static void test_driver_indices_and_minors(void **state) {
+    (void)state;
+    pk_gpu_topology t;
+    make_topology(&t, 4, 4);
+    pk_gpu_nodes nodes;
+    memset(&nodes, 0, sizeof nodes);
+    nodes.n = 4;
+    /* NVML listed GPU-0000..3 as 0..3; the driver's PCI order is 2, 0, 3, 1 with minors 3..0;
+     * GPU-0003 is absent from the driver's list (it keeps NVML's index). */
+    const char *order[4] = {"GPU-0002", "GPU-0000", "GPU-9999", "GPU-0001"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(nodes.gpu[k].uuid, sizeof nodes.gpu[k].uuid, "%s", order[k]);
+        nodes.gpu[k].minor = 3 - k;
+    }
+    for (int i = 0; i < 4; i++)
+        t.gpus[i].minor = -1;
+    pk_gpu_topology_apply_driver(&t, &nodes);
+    assert_int_equal(t.gpus[0].index, 1);
+    assert_int_equal(t.gpus[0].minor, 2);
+    assert_int_equal(t.gpus[1].index, 3);
+    assert_int_equal(t.gpus[1].minor, 0);
+    assert_int_equal(t.gpus[2].index, 0);
+    assert_int_equal(t.gpus[2].minor, 3);
+    assert_int_equal(t.gpus[3].index, 3 /* NVML's */);
+    assert_int_equal(t.gpus[3].minor, -1);
+}
+
 static void test_scrub(void **state) {
     (void)state;
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
@@ -295,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_gpu_choice_stays_in_one_domain),
         cmocka_unit_test(test_gpu_lists),
         cmocka_unit_test(test_parse_nvidia_smi_topo),
+        cmocka_unit_test(test_driver_indices_and_minors),
         cmocka_unit_test(test_scrub),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

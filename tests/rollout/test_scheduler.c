@@ -496,6 +496,81 @@ static void test_pregrant_every_job_with_room(void **state) {
     stop(f);
 }
 
+/* A run that fails before the candidate (infra_error) runs once more, on other GPUs. */
+static void test_infra_error_retried_on_other_gpus(void **state) {
+    fixture *f = start(4, 1, 0);
+    f->st.bad_gpus = 1ull << 10; /* slot 0, the first a lone job gets */
+    fake_problem p = {1, 1, 100};
+    uint64_t t = submit_ok(f, &p, "ok");
+    pk_completion *c = next_done(f);
+    assert_int_equal(c->harness_rc, 0);
+    assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+    fake_completion_free(c);
+    assert_int_equal(f->st.run_count[t], 2);
+    assert_int_equal(f->st.run_mask[t][0], 1ull << 10);
+    assert_int_equal(f->st.run_mask[t][1] & (1ull << 10), 0);
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.infra_errors, 1);
+    assert_int_equal(ss.infra_retries, 1);
+    assert_int_equal(ss.infra_failed, 0);
+    assert_int_equal(ss.n_gpus_removed, 0);
+    stop(f);
+}
+
+/* Twice: no verdict, PK_ERR_INFRA naming both causes (the server answers infra_error). */
+static void test_infra_error_twice_is_no_verdict(void **state) {
+    fixture *f = start(2, 1, 0);
+    f->st.bad_gpus = 3ull << 10; /* every GPU */
+    fake_problem p = {2, 1, 100};
+    uint64_t t = submit_ok(f, &p, "ok");
+    pk_completion *c = next_done(f);
+    assert_int_equal(c->harness_rc, PK_ERR_INFRA);
+    assert_non_null(strstr(c->error.message, "failed twice before the candidate"));
+    assert_non_null(strstr(c->error.message, "first on GPUs 10,11"));
+    assert_non_null(strstr(c->error.message, "device setup failed: fake"));
+    fake_completion_free(c);
+    assert_int_equal(f->st.run_count[t], 2);
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.infra_errors, 2);
+    assert_int_equal(ss.infra_retries, 1);
+    assert_int_equal(ss.infra_failed, 1);
+    stop(f);
+}
+
+/* A GPU whose runs keep failing before the candidate leaves the pool after 3 in a row; jobs
+ * then run on the others, and a job wider than what is left gets PK_ERR_INFRA. */
+static void test_failing_gpu_leaves_the_pool(void **state) {
+    fixture *f = start(2, 1, 0);
+    f->st.bad_gpus = 1ull << 10;
+    fake_problem one = {1, 1, 100}, two = {2, 1, 100};
+    for (int i = 0; i < 3; i++) {
+        uint64_t t = submit_ok(f, &one, "ok");
+        pk_completion *c = next_done(f);
+        assert_int_equal(c->harness_rc, 0);
+        assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+        fake_completion_free(c);
+        assert_int_equal(f->st.run_count[t], 2); /* GPU 10, then GPU 11 */
+    }
+    pk_scheduler_stats ss;
+    pk_scheduler_get_stats(f->s, &ss);
+    assert_int_equal(ss.n_gpus_removed, 1);
+    assert_int_equal(ss.gpus_removed[0], 10);
+    uint64_t t = submit_ok(f, &one, "ok");
+    pk_completion *c = next_done(f);
+    assert_int_equal(c->result.status, PK_STATUS_CORRECT);
+    fake_completion_free(c);
+    assert_int_equal(f->st.run_count[t], 1);
+    assert_int_equal(f->st.run_mask[t][0], 1ull << 11);
+    submit_ok(f, &two, "ok");
+    c = next_done(f);
+    assert_int_equal(c->harness_rc, PK_ERR_INFRA);
+    assert_non_null(strstr(c->error.message, "1 of 2 are left"));
+    fake_completion_free(c);
+    stop(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_world_sizes),
@@ -513,6 +588,9 @@ int main(void) {
         cmocka_unit_test(test_coresident_runs),
         cmocka_unit_test(test_memory_bounds_coresidency),
         cmocka_unit_test(test_pregrant_every_job_with_room),
+        cmocka_unit_test(test_infra_error_retried_on_other_gpus),
+        cmocka_unit_test(test_infra_error_twice_is_no_verdict),
+        cmocka_unit_test(test_failing_gpu_leaves_the_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -311,17 +311,38 @@ def run_corpus(top):
     for n, mode in (("nvidia-cap1", 0o400), ("nvidia-cap2", 0o444)):
         open(os.path.join(fake, "nvidia-caps", n), "w").close()
         os.chmod(os.path.join(fake, "nvidia-caps", n), mode)
-    env = dict(os.environ, PKGYM_SANDBOX_DEVROOT=fake)
-    v = run("gpu_nodes", ["--gpus", "1"], env=env)[1]
-    if expect("gpu_nodes (GPU 1 of fake 0,1)", v, "ok"):
+    # The driver's list (fake): minors permuted against PCI order, and GPU 2's node missing.
+    # GPU i is the i-th bus id in PCI order; its node is /dev/nvidia<its minor>.
+    proc = os.path.join(top, "fakeproc")
+    for bus, minor in (("0000:3A:00.0", 0), ("0000:18:00.0", 1), ("0000:5d:00.0", 3)):
+        os.makedirs(os.path.join(proc, "gpus", bus))
+        with open(os.path.join(proc, "gpus", bus, "information"), "w") as f:
+            f.write(f"Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-{bus.lower()}\n"
+                    f"Bus Location: \t {bus}\nDevice Minor: \t {minor}\n")
+    env = dict(os.environ, PKGYM_SANDBOX_DEVROOT=fake, PKGYM_DRIVER_PROC=proc)
+    v = run("gpu_nodes", ["--gpus", "0"], env=env)[1]
+    if expect("gpu_nodes (GPU 0, minor 1)", v, "ok"):
         lines = set(v["stdout"].splitlines())
         for want in ("present /dev/nvidia1", "absent /dev/nvidia0", "present /dev/nvidiactl",
                      "present /dev/nvidia-uvm", "absent /dev/nvidia-uvm-tools",
-                     "absent /dev/nvidia-caps/nvidia-cap1", "present /dev/nvidia-caps/nvidia-cap2"):
+                     "absent /dev/nvidia-caps/nvidia-cap1", "present /dev/nvidia-caps/nvidia-cap2",
+                     "visible GPU-0000:18:00.0"):
             if want not in lines:
-                fail("gpu_nodes (GPU 1 of fake 0,1)", f"missing '{want}' in {sorted(lines)}")
+                fail("gpu_nodes (GPU 0, minor 1)", f"missing '{want}' in {sorted(lines)}")
+    v = run("gpu_nodes", ["--gpus", "1,0"], env=env)[1]
+    if expect("gpu_nodes (GPUs 1,0)", v, "ok"):
+        lines = set(v["stdout"].splitlines())
+        for want in ("present /dev/nvidia0", "present /dev/nvidia1",
+                     "visible GPU-0000:3a:00.0,GPU-0000:18:00.0"):
+            if want not in lines:
+                fail("gpu_nodes (GPUs 1,0)", f"missing '{want}' in {sorted(lines)}")
+    v = run("gpu_nodes", ["--gpus", "2"], env=env)[1]
+    if expect("gpu_nodes (GPU 2, node missing)", v, "setup_error") and "nvidia3" not in v["detail"]:
+        fail("gpu_nodes (GPU 2, node missing)", v["detail"])
     v = run("gpu_nodes", ["--gpus", "5"], env=env)[1]
     expect("gpu_nodes (GPU 5 not on host)", v, "setup_error")
+    v = run("gpu_nodes", ["--gpus", "0"], env=dict(env, PKGYM_DRIVER_PROC=top + "/nodriver"))[1]
+    expect("gpu_nodes (no driver list)", v, "setup_error")
 
     # nvcc, given a file that includes a host file, must not find it.
     w = wd("nvcc")

@@ -9,10 +9,10 @@
 - pkgym_client.integrations.trl / .verl: TRL's GRPOTrainer rollout_func, verl's interaction.
 """
 from .aio import AsyncClient
-from .client import Client, ServerError
+from .client import Client, InfraError, ServerError
 from .curve import AuthenticationError
 from .env import Env
 
-__all__ = ["AsyncClient", "AuthenticationError", "Client", "Env", "ServerError"]
+__all__ = ["AsyncClient", "AuthenticationError", "Client", "Env", "InfraError", "ServerError"]
 __version__ = "0.1.0"
 PROTOCOL = 1

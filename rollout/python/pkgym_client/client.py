@@ -1,5 +1,6 @@
 """Blocking client: one DEALER socket; each reply is matched to its request by id."""
 import itertools
+import logging
 import time
 
 import msgpack
@@ -20,12 +21,40 @@ class ServerError(Exception):
         self.reply = reply
 
 
+class InfraError(ServerError):
+    """A step answered `infra_error`: the evaluation failed twice (the server already ran it
+    again, on other GPUs where it had any) before the candidate's code was loaded. Not the
+    model's failure: no turn was recorded and there is no reward. Send the same action again
+    or drop the sample; never score it (docs/protocol.md)."""
+
+
 def check(reply):
-    """Returns reply, or raises ServerError when it reports a failure."""
+    """Returns reply, or raises ServerError (InfraError for infra_error) on a failure."""
     if not reply.get("ok"):
         err = reply.get("error") or {}
-        raise ServerError(err.get("code", "internal"), err.get("message", ""), reply)
+        code = err.get("code", "internal")
+        cls = InfraError if code == "infra_error" else ServerError
+        raise cls(code, err.get("message", ""), reply)
     return reply
+
+
+LOG = logging.getLogger("pkgym_client")
+
+
+def step_through_infra(client, episode, action, summary=None, retries=1):
+    """client.step, sending the same action again after an infra_error up to `retries` times;
+    each time says so (logger pkgym_client). The last InfraError is raised: the caller drops
+    the sample (it is not the model's failure and has no reward)."""
+    for attempt in range(retries + 1):
+        try:
+            return client.step(episode, action, summary)
+        except InfraError as e:
+            if attempt == retries:
+                LOG.warning("pkgym: episode %s: infra_error again, not the model's failure; "
+                            "drop this sample (no reward): %s", episode, e.message)
+                raise
+            LOG.warning("pkgym: episode %s: infra_error, not the model's failure; sending the "
+                        "same action again: %s", episode, e.message)
 
 
 def encode(request):

@@ -1,5 +1,5 @@
 """A Gymnasium-style view of one pkgym episode at a time."""
-from .client import Client
+from .client import Client, step_through_infra
 
 
 class Env:
@@ -9,10 +9,16 @@ class Env:
     obs is the server's observation, with the same keys after reset and step: prompt,
     feedback ("" after reset), turn, messages (docs/protocol.md). pkgym_client.gym.PkgymEnv is
     the gymnasium.Env with spaces.
+
+    A step answered infra_error (the server's own failure, before the candidate's code ran) is
+    sent again up to infra_retries times, with a warning; then step raises InfraError: drop
+    the sample, it is not the model's failure and has no reward.
     """
 
-    def __init__(self, problem, endpoint=None, max_turns=4, group=None, client=None):
+    def __init__(self, problem, endpoint=None, max_turns=4, group=None, client=None,
+                 infra_retries=1):
         self.problem = problem
+        self.infra_retries = infra_retries
         self.max_turns = max_turns
         self.group = group
         self._own_client = client is None
@@ -30,7 +36,7 @@ class Env:
     def step(self, action, summary=None):
         if self.episode is None:
             raise RuntimeError("step before reset")
-        r = self.client.step(self.episode, action, summary)
+        r = step_through_infra(self.client, self.episode, action, summary, self.infra_retries)
         return r["observation"], r["reward"], r["terminated"], r["truncated"], r["info"]
 
     def trajectory(self):

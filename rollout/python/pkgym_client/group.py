@@ -8,7 +8,7 @@ import asyncio
 import secrets
 import uuid
 
-from .client import ServerError
+from .client import InfraError, ServerError
 
 
 async def reset_group(ac, problem, n, group=None, seed=None, **fields):
@@ -29,7 +29,8 @@ async def reset_group(ac, problem, n, group=None, seed=None, **fields):
         if isinstance(first, BaseException):
             raise first
         err = first.get("error") or {}
-        raise ServerError(err.get("code", "internal"),
+        cls = InfraError if err.get("code") == "infra_error" else ServerError
+        raise cls(err.get("code", "internal"),
                           f"{err.get('message', '')} ({len(failed)} of {n} resets failed; "
                           f"the {len(opened)} opened were closed)", first)
     return replies

@@ -20,7 +20,7 @@ import gymnasium
 from gymnasium import spaces
 
 from .chat import UNTRIMMED, TokenBudget
-from .client import Client
+from .client import Client, step_through_infra
 
 ENV_ID = "pkgym/Pkgym-v0"
 PRINTABLE = "".join(chr(c) for c in range(32, 127)) + "\n\t"
@@ -51,14 +51,18 @@ class PkgymEnv(gymnasium.Env):
     options: default reset options (reward, feedback, check, stop_on_correct); reset's merge in.
     tokenizer + max_prompt_tokens: fit `messages` to max_prompt_tokens exactly (chat template
     tokens) and make `prompt` their rendering; the server's approximate trimming is turned off.
+    infra_retries: a step answered infra_error (the server's own failure, before the
+    candidate's code ran) is sent again this many times, with a warning; then step raises
+    pkgym_client.InfraError: drop the sample, it is not the model's failure and has no reward.
     """
 
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, problem, endpoint=None, max_turns=4, group=None, options=None,
                  client=None, tokenizer=None, max_prompt_tokens=None, render_mode=None,
-                 max_text_chars=1 << 22):
+                 max_text_chars=1 << 22, infra_retries=1):
         self.problem = problem
+        self.infra_retries = infra_retries
         self.max_turns = max_turns
         self.group = group
         self.options = dict(options or {})
@@ -122,7 +126,7 @@ class PkgymEnv(gymnasium.Env):
             raise RuntimeError("step before reset")
         if not isinstance(action, str):
             raise TypeError(f"the action is the model's response text, not {type(action).__name__}")
-        r = self.client.step(self.episode, action, summary)
+        r = step_through_infra(self.client, self.episode, action, summary, self.infra_retries)
         obs = self._observation(r["observation"])
         self._last = obs
         info = dict(r["info"], episode=self.episode)

@@ -51,7 +51,8 @@ void pk_eval_usage(FILE *f) {
         "server with too few GPUs) or the policy has no responses for are left out, and the\n"
         "report says why; the summary counts only the problems that ran. Exit status: 0 when\n"
         "every trajectory ran, 3 when some stopped on an error, 2 on bad usage, no server, or\n"
-        "no problem that can run.\n");
+        "no problem that can run. A trajectory stopped by infra_error (the server's failure,\n"
+        "after one more try) is left out of every figure and counted as infra_dropped.\n");
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {

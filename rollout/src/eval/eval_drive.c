@@ -11,6 +11,7 @@
 
 #define RETRY_MS 200
 #define MAX_HARNESS_RETRIES 2
+#define MAX_INFRA_RETRIES 1 /* the server has already run it twice */
 
 enum slot_state { S_WAITING, S_RESET, S_ACT, S_ACTING, S_STEP, S_RETRY, S_DONE };
 
@@ -21,6 +22,7 @@ typedef struct slot {
     uint64_t req;
     double sent_ms, retry_at_ms;
     int harness_retries;
+    int infra_retries;
     /* cmd policy thread */
     pthread_t th;
     pk_eval_policy *policy;
@@ -268,6 +270,18 @@ static void on_reply(driver *d, slot *s, json_t *reply) {
         if (s->state == S_STEP && strcmp(code, "internal") == 0 &&
             s->harness_retries++ < MAX_HARNESS_RETRIES)
             retry = 1; /* the harness failed: no turn was recorded, the same action may retry */
+        int infra = s->state == S_STEP && strcmp(code, "infra_error") == 0;
+        if (infra && !d->a->quiet)
+            fprintf(stderr, "%spkgym eval: %s #%d: infra_error, not the model's failure; %s: %s\n",
+                    d->tty ? "\r\033[K" : "", problem_id(d, s), s->t->index,
+                    s->infra_retries < MAX_INFRA_RETRIES
+                        ? "sending the same action again"
+                        : "this trajectory is dropped from every figure",
+                    msg ? msg : "");
+        if (infra && s->infra_retries++ < MAX_INFRA_RETRIES)
+            retry = 1;
+        else if (infra)
+            s->t->infra = 1;
         if (retry) {
             s->retry_at_ms = pk_now_ms() + RETRY_MS;
             s->state = s->state == S_RESET ? S_WAITING : S_RETRY;

@@ -16,6 +16,7 @@ typedef struct problem_metrics {
     int has_k[PK_EVAL_MAX_K]; /* k <= n */
     double *best_so_far;      /* T values */
     int status_count[PK_STATUS_COUNT];
+    int infra_dropped; /* trajectories stopped by infra_error, left out of every figure */
 } problem_metrics;
 
 /* Borrowed views of one problem's trajectories that ran at least one turn. */
@@ -26,9 +27,12 @@ typedef struct views {
     int n;
 } views;
 
-static int build_views(const pk_eval_run *run, int p, views *v, int *errors) {
+/* A trajectory stopped by infra_error (the server's failure, not the model's) is in no
+ * figure: only in infra_dropped. */
+static int build_views(const pk_eval_run *run, int p, views *v, int *errors, int *infra) {
     int T = run->args->turns, n = 0;
     *errors = 0;
+    *infra = 0;
     for (int i = 0; i < run->n_trajs; i++)
         n += run->trajs[i].problem == p;
     memset(v, 0, sizeof *v);
@@ -40,6 +44,9 @@ static int build_views(const pk_eval_run *run, int p, views *v, int *errors) {
     for (int i = 0; i < run->n_trajs; i++) {
         const pk_eval_traj *t = &run->trajs[i];
         if (t->problem != p)
+            continue;
+        *infra += t->infra;
+        if (t->infra)
             continue;
         *errors += t->error != NULL;
         if (t->n_turns == 0)
@@ -87,7 +94,7 @@ static int problem_metrics_compute(const pk_eval_run *run, int p, problem_metric
     memset(&v, 0, sizeof v);
     memset(m, 0, sizeof *m);
     m->best_so_far = calloc((size_t)a->turns, sizeof *m->best_so_far);
-    if (!m->best_so_far || build_views(run, p, &v, &m->errors)) {
+    if (!m->best_so_far || build_views(run, p, &v, &m->errors, &m->infra_dropped)) {
         free_views(&v);
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     }
@@ -153,6 +160,7 @@ static json_t *metrics_json(const pk_eval_args *a, const problem_metrics *m) {
                           "noisy_speedups", m->noisy_turns, "noisy_best_speedups", m->noisy_best);
     if (!o)
         return NULL;
+    json_object_set_new(o, "infra_dropped", json_integer(m->infra_dropped));
     json_object_set_new(o, "pass@k", at_k_json(a, m->pass, m->has_k));
     json_object_set_new(o, "best@k", at_k_json(a, m->best, m->has_k));
     json_object_set_new(o, "avg@k", at_k_json(a, m->avg, m->has_k));
@@ -172,6 +180,7 @@ static void overall_compute(const pk_eval_args *a, const problem_metrics *pm, in
     int used = 0, used_k[PK_EVAL_MAX_K] = {0};
     for (int p = 0; p < np; p++) {
         o->errors += pm[p].errors;
+        o->infra_dropped += pm[p].infra_dropped;
         o->noisy_turns += pm[p].noisy_turns;
         o->noisy_best += pm[p].noisy_best;
         if (pm[p].n == 0)
@@ -236,12 +245,13 @@ static json_t *trajectories_json(const pk_eval_run *run) {
         }
         for (int k = 0; t->returns && rets && k < t->n_turns; k++)
             json_array_append_new(rets, json_real(t->returns[k]));
-        json_array_append_new(
-            arr, json_pack("{s:s, s:i, s:s?, s:s?, s:o, s:o, s:o, s:s?, s:b}", "problem",
-                           run->problems[t->problem].id, "trajectory", t->index, "episode",
-                           t->episode, "group", t->group, "seed",
-                           t->seed >= 0 ? json_integer(t->seed) : json_null(), "turns", turns,
-                           "returns", rets, "error", t->error, "policy_ended", t->policy_ended));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:i, s:s?, s:s?, s:o, s:o, s:o, s:s?, s:b, s:b}",
+                                        "problem", run->problems[t->problem].id, "trajectory",
+                                        t->index, "episode", t->episode, "group", t->group, "seed",
+                                        t->seed >= 0 ? json_integer(t->seed) : json_null(), "turns",
+                                        turns, "returns", rets, "error", t->error, "policy_ended",
+                                        t->policy_ended, "infra_error", t->infra));
     }
     return arr;
 }
@@ -296,6 +306,13 @@ static char *markdown(const pk_eval_run *run, const problem_metrics *pm,
         if (!run->problems[p].skipped)
             md_row(&md, a, run->problems[p].id, &pm[p]);
     md_row(&md, a, "**overall** (mean over the problems that ran)", overall);
+    if (overall->infra_dropped)
+        pk_strbuf_printf(&md,
+                         "\n%d trajector%s stopped on `infra_error` (the server failed before the "
+                         "candidate's code was loaded, twice: not the model's failure) and %s "
+                         "left out of every figure above.\n",
+                         overall->infra_dropped, overall->infra_dropped == 1 ? "y" : "ies",
+                         overall->infra_dropped == 1 ? "is" : "are");
     if (overall->noisy_best) {
         pk_strbuf_printf(&md,
                          "\n**Noisy speedups:** %d best speedup%s (of %d noisy speedups in all) "

@@ -99,6 +99,7 @@ typedef struct pk_eval_traj {
     pk_eval_turn *turns; /* capacity: T */
     double *returns;     /* n_turns, from the server when the episode ends; may be NULL */
     char *error;         /* set when the trajectory stopped on an error */
+    int infra;           /* it stopped on infra_error (the server's failure): in no figure */
     int policy_ended;    /* the policy had no response for a later turn */
 } pk_eval_traj;
 

@@ -184,6 +184,7 @@ void pk_gpu_topology_read(pk_gpu_topology *t) {
             if (a.handle(i, &dev[t->n_gpus]) != 0)
                 continue;
             g->index = (int)i;
+            g->minor = -1;
             snprintf(g->name, sizeof g->name, "unknown");
             a.name(dev[t->n_gpus], g->name, sizeof g->name);
             a.uuid(dev[t->n_gpus], g->uuid, sizeof g->uuid);
@@ -209,6 +210,21 @@ void pk_gpu_topology_read(pk_gpu_topology *t) {
         a.shutdown();
     }
     dlclose(lib);
+    pk_gpu_nodes *nodes = malloc(sizeof *nodes);
+    if (nodes && pk_gpu_nodes_read(NULL, nodes, NULL) == PK_OK)
+        pk_gpu_topology_apply_driver(t, nodes);
+    free(nodes);
+}
+
+void pk_gpu_topology_apply_driver(pk_gpu_topology *t, const pk_gpu_nodes *nodes) {
+    for (int i = 0; i < t->n_gpus; i++) {
+        pk_gpu_desc *g = &t->gpus[i];
+        for (int k = 0; g->uuid[0] && k < nodes->n; k++)
+            if (strcmp(nodes->gpu[k].uuid, g->uuid) == 0) {
+                g->index = k;
+                g->minor = nodes->gpu[k].minor;
+            }
+    }
 }
 
 void pk_gpu_topology_select(pk_gpu_topology *t, const int *indices, int n) {

@@ -6,13 +6,17 @@
 #ifndef PK_GPU_TOPOLOGY_H
 #define PK_GPU_TOPOLOGY_H
 
+#include "pk_gpu_nodes.h"
+
 #define PK_TOPO_MAX_GPUS 64
 
 typedef struct pk_gpu_desc {
-    int index; /* NVML index (PCI bus order, as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them) */
+    int index; /* position in PCI bus order (as CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them): the
+                  driver's (pk_gpu_nodes.h) for the GPU of this UUID, else NVML's index */
     char name[96];
     long long memory_mib;
     char uuid[96];
+    int minor; /* N of its node /dev/nvidiaN, from the driver; -1 when it does not say */
 } pk_gpu_desc;
 
 typedef struct pk_gpu_topology {
@@ -26,6 +30,11 @@ typedef struct pk_gpu_topology {
 
 /* Reads this host's GPUs and links (never fails: no driver means no GPUs). */
 void pk_gpu_topology_read(pk_gpu_topology *t);
+
+/* Sets each GPU's index and minor from the driver's list, matched by UUID: the sandbox binds a
+ * GPU's node through that list, so the index the worker announces and the scheduler grants
+ * must be the driver's. GPUs the list lacks keep NVML's index and minor -1. */
+void pk_gpu_topology_apply_driver(pk_gpu_topology *t, const pk_gpu_nodes *nodes);
 
 /* Sets t's domains from its link matrix (n_gpus x n_gpus; NULL when unknown) and source:
  * the NVLink components; on a host with no NVLink at all (PCIe only), or whose links could

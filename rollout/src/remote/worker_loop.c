@@ -364,6 +364,12 @@ static void on_completion(worker_loop *l, pk_completion *c) {
         memset(&r, 0, sizeof r);
         r.id = rj->id;
         r.attempt = rj->attempt;
+        if (c->harness_rc == PK_ERR_INFRA) {
+            /* Ours, retried here already: the broker and the server answer infra_error. */
+            c->harness_rc = 0;
+            c->result.status = PK_STATUS_INFRA_ERROR;
+            snprintf(c->result.reason, sizeof c->result.reason, "%s", c->error.message);
+        }
         r.code = c->harness_rc ? PK_WIRE_HARNESS_ERROR : PK_WIRE_OK;
         snprintf(r.message, sizeof r.message, "%s", c->harness_rc ? c->error.message : "");
         r.result = c->result; /* borrowed: freed with c */

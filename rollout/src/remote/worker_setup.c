@@ -81,9 +81,9 @@ static json_t *gpus_json(const pk_worker_ctx *w) {
     json_t *a = json_array();
     for (int i = 0; a && i < w->topo.n_gpus; i++) {
         const pk_gpu_desc *g = &w->topo.gpus[i];
-        json_array_append_new(a,
-                              json_pack("{s:i, s:s, s:I, s:s}", "index", g->index, "name", g->name,
-                                        "memory_mib", (json_int_t)g->memory_mib, "uuid", g->uuid));
+        json_array_append_new(a, json_pack("{s:i, s:s, s:I, s:s, s:i}", "index", g->index, "name",
+                                           g->name, "memory_mib", (json_int_t)g->memory_mib, "uuid",
+                                           g->uuid, "minor", g->minor));
     }
     return a;
 }

@@ -1,6 +1,7 @@
 /* Prints which NVIDIA device nodes exist inside ("present NAME" / "absent NAME"), capability
- * nodes included. */
+ * nodes included, and the CUDA_VISIBLE_DEVICES the sandbox set ("visible VALUE"). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 int main(void) {
@@ -13,5 +14,7 @@ int main(void) {
                          "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"};
     for (int i = 0; i < 5; i++)
         printf("%s %s\n", access(ctl[i], F_OK) == 0 ? "present" : "absent", ctl[i]);
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    printf("visible %s\n", visible ? visible : "(unset)");
     return 0;
 }

@@ -21,10 +21,17 @@ longer ship it). verl 0.7.1's ToolAgentLoop never calls finalize_interaction, so
 closed here as soon as it ends; one that verl abandons earlier (max_assistant_turns, response
 length) is closed by finalize_interaction if called, else by the server's idle expiry.
 Without verl installed, PkgymInteraction derives from a copy of BaseInteraction's interface.
+
+A step answered infra_error (the server failed before the candidate's code ran, twice: not the
+model's failure, no turn recorded) is sent once more, with a warning (logger pkgym_client). If
+it fails again: config infra_error "raise" (default) raises pkgym_client.InfraError, so the
+rollout fails loudly instead of scoring the sample; "end" ends the sequence with metadata
+{status: "infra_error", dropped: true} (reward 0.0 only because verl needs a number: filter
+such samples out by that flag), and calculate_score returns None for it.
 """
 import uuid
 
-from ..client import DEFAULT_ENDPOINT, Client
+from ..client import DEFAULT_ENDPOINT, LOG, Client, InfraError
 
 try:  # verl <= 0.7.1
     from verl.interactions.base import BaseInteraction
@@ -49,6 +56,7 @@ except ImportError:  # verl absent, or a version without interactions
             pass
 
 RESPONSES = ("message", "feedback")
+INFRA_ERROR_MODES = ("raise", "end")
 
 
 def _text(content):
@@ -61,7 +69,7 @@ class PkgymInteraction(BaseInteraction):
     """config: endpoint, max_turns (default 4), options (reset options), problem (default
     problem when interaction_kwargs names none), response: "message" (the server's next user
     chat message: this turn's feedback and the instruction to continue; default) or "feedback"
-    (the feedback alone), timeout_s."""
+    (the feedback alone), timeout_s, infra_error: "raise" (default) or "end" (module doc)."""
 
     def __init__(self, config):
         super().__init__(config)
@@ -73,6 +81,10 @@ class PkgymInteraction(BaseInteraction):
         if self.response not in RESPONSES:
             raise ValueError(f"response must be one of {RESPONSES}, not {self.response!r}")
         self.timeout_s = float(config.get("timeout_s", 600.0))
+        self.infra_error = config.get("infra_error", "raise")
+        if self.infra_error not in INFRA_ERROR_MODES:
+            raise ValueError(f"infra_error must be one of {INFRA_ERROR_MODES}, "
+                             f"not {self.infra_error!r}")
         self._client = None
         self._instances = {}
 
@@ -118,7 +130,9 @@ class PkgymInteraction(BaseInteraction):
         ac = await self._ac()
         # The protocol refuses NUL in strings; a sampled response may decode to one.
         action = _text(answers[-1].get("content")).replace("\x00", "\ufffd")
-        r = await ac.step(st["episode"], action)
+        r = await self._step(ac, st, action)
+        if r is None:  # dropped (infra_error "end")
+            return True, "", 0.0, dict(meta, status="infra_error", dropped=True)
         reward = float(r["reward"])
         st["rewards"].append(reward)
         done = bool(r["terminated"] or r["truncated"])
@@ -133,10 +147,32 @@ class PkgymInteraction(BaseInteraction):
                     speedup=info.get("speedup"), returns=st["returns"])
         return done, text, reward, meta
 
+    async def _step(self, ac, st, action):
+        """ac.step, once more after an infra_error; a second one raises, or drops the episode
+        (None) under infra_error "end"."""
+        try:
+            return await ac.step(st["episode"], action)
+        except InfraError as e:
+            LOG.warning("pkgym: episode %s: infra_error, not the model's failure; sending the "
+                        "same action again: %s", st["episode"], e.message)
+        try:
+            return await ac.step(st["episode"], action)
+        except InfraError as e:
+            LOG.warning("pkgym: episode %s: infra_error again, not the model's failure; %s: %s",
+                        st["episode"], "the sample is dropped (metadata dropped=true)"
+                        if self.infra_error == "end" else "raising InfraError", e.message)
+            if self.infra_error != "end":
+                raise
+        st["done"] = st["dropped"] = True
+        await self._close(st)
+        return None
+
     async def calculate_score(self, instance_id=None, **kwargs):
         """The episode's discounted return (the first turn's) once it ended; before that the
-        latest turn's reward (0.0 before any)."""
+        latest turn's reward (0.0 before any); None for a dropped episode (infra_error)."""
         st = self._state(instance_id)
+        if st.get("dropped"):
+            return None
         if st["returns"]:
             return float(st["returns"][0])
         return st["rewards"][-1] if st["rewards"] else 0.0
