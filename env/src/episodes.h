@@ -53,6 +53,8 @@ typedef struct pk_episode {
     char *prompt;     /* the current prompt */
     pk_turn_record *turns;
     int n_turns;
+    int n_stored; /* turns 1..n_stored are committed to the store (a full disk may leave later
+                     ones unstored: they go with the next store job, issue 27, finding 5) */
     int done;
     double *returns; /* n_turns values once done */
     pk_pending_step *in_flight;

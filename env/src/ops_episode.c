@@ -221,6 +221,7 @@ void pk_op_close(pk_call *c) {
     /* A step in flight still gets its reply. A restart does not reopen it. */
     e->closed = 1;
     pk_journal_closed(c->s->journal, e->id);
+    pk_server_store_backlog(c->s, e); /* a last try for turns a full disk left out */
     pk_server_release_if_closed(c->s, e);
     pk_call_ok(c, body);
 }

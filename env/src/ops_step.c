@@ -128,29 +128,39 @@ static char *dup_or_null(const char *text) {
     return text ? strdup(text) : NULL;
 }
 
-/* The store job of e's last turn, with the returns when the episode has ended. */
-static pk_store_job *turn_job(const pk_episode *e) {
-    const pk_turn_record *t = &e->turns[e->n_turns - 1];
+static int copy_turn_row(const pk_episode *e, int i, pk_turn_row *row) {
+    const pk_turn_record *t = &e->turns[i];
+    *row = (pk_turn_row){.episode_id = strdup(e->id),
+                         .turn = i + 1, /* 1-based, as in the step reply */
+                         .prompt = dup_or_null(t->prompt),
+                         .action = dup_or_null(t->action),
+                         .summary = dup_or_null(t->summary),
+                         .code = dup_or_null(t->code),
+                         .status = t->status,
+                         .score = t->score,
+                         .result_json = dup_or_null(t->result_json),
+                         .feedback = dup_or_null(t->feedback),
+                         .started_at = t->started_at,
+                         .finished_at = t->finished_at};
+    return !row->episode_id || (t->prompt && !row->prompt) || (t->action && !row->action) ||
+                   (t->summary && !row->summary) || (t->code && !row->code) ||
+                   (t->result_json && !row->result_json) || (t->feedback && !row->feedback)
+               ? -1
+               : 0;
+}
+
+pk_store_job *pk_episode_store_job(const pk_episode *e) {
+    int from = e->n_stored, n = e->n_turns - e->n_stored;
     pk_store_job *j = calloc(1, sizeof *j);
-    if (!j)
+    if (!j || n < 1 || !(j->turns = calloc((size_t)n, sizeof *j->turns))) {
+        pk_store_job_free(j);
         return NULL;
-    j->has_turn = 1;
-    j->turn = (pk_turn_row){.episode_id = strdup(e->id),
-                            .turn = e->n_turns, /* 1-based, as in the step reply */
-                            .prompt = dup_or_null(t->prompt),
-                            .action = dup_or_null(t->action),
-                            .summary = dup_or_null(t->summary),
-                            .code = dup_or_null(t->code),
-                            .status = t->status,
-                            .score = t->score,
-                            .result_json = dup_or_null(t->result_json),
-                            .feedback = dup_or_null(t->feedback),
-                            .started_at = t->started_at,
-                            .finished_at = t->finished_at};
-    int missing = !j->turn.episode_id || (t->prompt && !j->turn.prompt) ||
-                  (t->action && !j->turn.action) || (t->summary && !j->turn.summary) ||
-                  (t->code && !j->turn.code) || (t->result_json && !j->turn.result_json) ||
-                  (t->feedback && !j->turn.feedback);
+    }
+    int missing = 0;
+    for (int i = 0; i < n && !missing; i++) {
+        missing = copy_turn_row(e, from + i, &j->turns[i]);
+        j->n_turns = i + 1; /* what was copied is freed with the job */
+    }
     if (!missing && e->done && e->returns) {
         j->returns = malloc((size_t)e->n_turns * sizeof *j->returns);
         missing = !j->returns;
@@ -214,7 +224,7 @@ static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, pk_store_job *
     int truncated = !terminated && e->n_turns >= e->max_turns;
     if (terminated || truncated)
         pk_episode_finish(e);
-    *job = turn_job(e);
+    *job = pk_episode_store_job(e);
     char *prompt = *job ? pk_episode_next_prompt(e) : NULL;
     json_t *messages = prompt ? pk_episode_messages_json(e) : NULL;
     json_t *body = messages

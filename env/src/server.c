@@ -226,10 +226,21 @@ static void on_stored(pk_server *s, pk_store_job *job) {
             pk_episode_insert(&s->episodes, d->new_episode);
             s->n.episodes_started++;
         }
-    } else if (job->rc && json_is_object(json_object_get(body, "info"))) {
-        /* The turn happened and is in memory; say that it is not in the store. */
-        json_object_set_new(json_object_get(body, "info"), "store_error",
-                            json_string(job->err.message));
+    }
+    if (job->turns_stored && d->turn_episode) {
+        pk_episode *e = d->turn_episode;
+        int last = job->turns[job->n_turns - 1].turn;
+        if (last > e->n_stored)
+            e->n_stored = last;
+    }
+    json_t *info = json_object_get(body, "info");
+    if (job->rc && !d->new_episode && json_is_object(info)) {
+        /* The turn happened and is in memory: say that it is not in the store, and how far the
+         * store has the episode (issue 27, finding 5); its next store job sends the unstored
+         * turns again, so the store never has a gap. */
+        json_object_set_new(info, "store_error", json_string(job->err.message));
+        if (d->turn_episode)
+            json_object_set_new(info, "stored_turns", json_integer(d->turn_episode->n_stored));
     }
     if (d->no_reply)
         json_decref(body);
@@ -287,19 +298,33 @@ static int take_completion(pk_server *s) {
     return 0;
 }
 
-/* Closes episodes idle for longer than the limit (their trajectories stay in the store). */
+void pk_server_store_backlog(pk_server *s, pk_episode *e) {
+    if (e->n_stored >= e->n_turns || e->store_pending > 0 || !s->writer)
+        return;
+    pk_store_job *job = pk_episode_store_job(e);
+    if (job)
+        pk_server_store_then_reply(s, job, NULL, NULL, 0, NULL, NULL, e);
+}
+
+/* Closes episodes idle for longer than the limit (their trajectories stay in the store), and
+ * sends turns a store error left out to the store again (the disk may have room now). */
 static void expire_idle(pk_server *s, double now) {
     double limit_ms = s->opts.episode_idle_s * 1000.0;
     for (size_t b = 0; b < PK_EPISODE_BUCKETS; b++) {
         pk_episode *e = s->episodes.bucket[b];
         while (e) {
             pk_episode *next = e->next;
-            /* Not while a turn of it is being committed: expired, it is read from the store. */
-            if (!e->in_flight && !e->closed && e->store_pending == 0 &&
-                now - e->last_active_ms > limit_ms) {
-                pk_episode_remove(&s->episodes, e);
-                pk_episode_free(e);
+            if (!e->in_flight && !e->closed && now - e->last_active_ms > limit_ms) {
+                /* Expired is closed: a restart must not bring it back (issue 27, finding 6).
+                 * It leaves memory once its turns are committed (one last try for unstored
+                 * ones), so `trajectory` never misses one. */
+                pk_journal_closed(s->journal, e->id);
+                e->closed = 1;
                 s->n.episodes_expired++;
+                pk_server_store_backlog(s, e);
+                pk_server_release_if_closed(s, e);
+            } else if (!e->in_flight) {
+                pk_server_store_backlog(s, e);
             }
             e = next;
         }

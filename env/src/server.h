@@ -130,9 +130,17 @@ void pk_server_free(pk_server *s);
 void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
                                 char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode,
                                 pk_episode *turn_episode);
+/* The store job of e's turns not stored yet (its newest turn and any earlier one a store error
+ * left out) and of its returns when it has ended; NULL when out of memory or nothing is
+ * unstored. */
+pk_store_job *pk_episode_store_job(const pk_episode *e);
 /* The next prompt of e after its last turn; the returns of an episode that ends. */
 char *pk_episode_next_prompt(pk_episode *e);
 void pk_episode_finish(pk_episode *e);
+
+/* Sends e's turns that a store error left out to the store again, unless a store job of e is
+ * pending (the server retries every second, and at close). */
+void pk_server_store_backlog(pk_server *s, pk_episode *e);
 
 /* Frees e when it was closed and has neither a step in flight nor a turn being committed. */
 void pk_server_release_if_closed(pk_server *s, pk_episode *e);
