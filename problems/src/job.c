@@ -78,6 +78,12 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     for (size_t i = 0; i < sizeof ro / sizeof *ro; i++)
         if (pk_path_exists(ro[i]))
             job->ro[job->n_ro++] = ro[i];
+    /* Solutions sit beside the problems the sandbox shows (host candidates could read them
+     * through MPI-IO): kept out of view, issue 27, finding 7. */
+    if (pk_solution_dirs(job->paths.root, &job->hide, &job->n_hide) != 0) {
+        free(job);
+        return pk_error_set(err, PK_ERR_NOMEM, "out of memory listing solution directories");
+    }
     compute_key(job, source ? source : "");
     /* The job dir holds model-written code and its object: private (0700, files 0600), and
      * made fresh, never an existing directory someone else may have prepared. */
@@ -87,6 +93,7 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     if (rc == PK_OK && source)
         rc = pk_write_file_private(job->src_path, source, strlen(source), err);
     if (rc) {
+        pk_solution_dirs_free(job->hide, job->n_hide);
         free(job);
         return rc;
     }
@@ -130,6 +137,7 @@ void pk_job_free(pk_job *job) {
     if (!job)
         return;
     pk_job_warm_abort(job);
+    pk_solution_dirs_free(job->hide, job->n_hide);
     if (!job->opts.keep_workdir)
         pk_rm_rf(job->dir);
     free(job);
