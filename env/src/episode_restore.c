@@ -261,6 +261,15 @@ int pk_episode_restore(pk_server *s, pk_error *err) {
             interrupted++;
         }
         e->last_active_ms = pk_now_ms();
+        /* Its client's connection died with the last run: it belongs to nobody (a client
+         * that names it claims it) and expires after --episode-orphan-s unless claimed
+         * (issue 27, finding 3). What the store has stays there (finding 4). */
+        pk_client_entry *nobody = pk_client_get(&s->clients, PK_CLIENT_RESTORED);
+        if (nobody && nobody->gone_ms <= 0)
+            nobody->gone_ms = pk_now_ms();
+        pk_episode_set_owner(e, nobody);
+        pk_episode_trim_stored(e);
+        pk_episode_recharge(e);
         pk_episode_insert(&s->episodes, e);
         finish_if_over(s, e);
         finished += e->done;

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "client_limits.h"
+#include "client_presence.h"
 #include "episodes.h"
 #include "evaluator.h"
 #include "pk_common.h"
@@ -62,6 +63,10 @@ typedef struct pk_server_opts {
     int insecure;                   /* --insecure: non-loopback tcp:// without CURVE */
     int max_client_episodes;
     int max_client_steps;
+    double episode_orphan_s;  /* a gone client's episodes expire this long after it left */
+    size_t max_episode_bytes; /* what one episode may hold in memory */
+    size_t max_client_bytes;  /* ... all episodes of one client */
+    size_t max_held_bytes;    /* ... all episodes */
 } pk_server_opts;
 
 void pk_server_opts_default(pk_server_opts *o);
@@ -73,6 +78,7 @@ typedef struct pk_server_counters {
     uint64_t steps_in_flight;
     uint64_t episodes_started;
     uint64_t episodes_expired;
+    uint64_t episodes_orphaned; /* expired because their client had left (also in expired) */
     uint64_t store_errors;
     uint64_t episodes_restored; /* by the restart that started this run */
     double completion_ms_max;   /* the longest time one completion held the serving thread */
@@ -100,7 +106,8 @@ typedef struct pk_server {
     pk_hook_registry *hooks;  /* the operator's: --hook and the feedback config's */
     pk_curve_server *curve;   /* NULL: no CURVE */
     pk_client_table clients;
-    json_t *gpus; /* [{index, name, memory_mib}] */
+    pk_presence *presence; /* which clients are still connected */
+    json_t *gpus;          /* [{index, name, memory_mib}] */
     pk_episode_table episodes;
     pk_server_counters n;
     double started_ms;
