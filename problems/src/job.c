@@ -73,17 +73,15 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     char *slash = strrchr(job->runner_dir, '/');
     if (slash && slash != job->runner_dir)
         *slash = 0;
-    const char *ro[] = {job->runner_dir, job->paths.module_dir, job->paths.root,
-                        job->paths.include_dir};
+    /* Of the problems, only this one's directory (the runner reads its meta.json), and not its
+     * solutions/: a host candidate reads whatever the sandbox shows (MPI-IO), and the whole
+     * problems tree with every reference solution used to be there (issue 27, finding 7). */
+    const char *ro[] = {job->runner_dir, job->paths.module_dir, p->dir, job->paths.include_dir};
     for (size_t i = 0; i < sizeof ro / sizeof *ro; i++)
         if (pk_path_exists(ro[i]))
             job->ro[job->n_ro++] = ro[i];
-    /* Solutions sit beside the problems the sandbox shows (host candidates could read them
-     * through MPI-IO): kept out of view, issue 27, finding 7. */
-    if (pk_solution_dirs(job->paths.root, &job->hide, &job->n_hide) != 0) {
-        free(job);
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory listing solution directories");
-    }
+    snprintf(job->solutions_dir, sizeof job->solutions_dir, "%s/solutions", p->dir);
+    job->hide[0] = job->solutions_dir;
     compute_key(job, source ? source : "");
     /* The job dir holds model-written code and its object: private (0700, files 0600), and
      * made fresh, never an existing directory someone else may have prepared. */
@@ -93,7 +91,6 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     if (rc == PK_OK && source)
         rc = pk_write_file_private(job->src_path, source, strlen(source), err);
     if (rc) {
-        pk_solution_dirs_free(job->hide, job->n_hide);
         free(job);
         return rc;
     }
@@ -137,7 +134,6 @@ void pk_job_free(pk_job *job) {
     if (!job)
         return;
     pk_job_warm_abort(job);
-    pk_solution_dirs_free(job->hide, job->n_hide);
     if (!job->opts.keep_workdir)
         pk_rm_rf(job->dir);
     free(job);

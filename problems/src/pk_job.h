@@ -46,8 +46,8 @@ struct pk_job {
     char runner_dir[512];
     const char *ro[8]; /* read-only binds every sandbox of this job gets */
     int n_ro;
-    char **hide; /* the problems' solutions/ directories: no sandbox of the job shows them */
-    int n_hide;
+    char solutions_dir[640]; /* the problem's solutions/: no sandbox of the job shows it */
+    const char *hide[1];
     char compile_key[65];
     int failed;              /* a stage produced the final verdict */
     int compiled;            /* an object passed the symbol checks */
@@ -56,11 +56,6 @@ struct pk_job {
     int timeout_bound, timeout_budget_ms;
     double lock_credit_ms; /* run limit extended by waits for other jobs' GPU locks */
 };
-
-/* The solutions/ directories of every problem under root (<suite>/<name>/solutions), which
- * no sandbox shows. *out is malloc'd (pk_solution_dirs_free); -1 only when out of memory. */
-int pk_solution_dirs(const char *root, char ***out, int *n);
-void pk_solution_dirs_free(char **dirs, int n);
 
 void pk_job_compile_flags(const pk_job *job, char *out, size_t cap);
 int pk_job_check_symbols(pk_job *job, pk_eval_result *res, pk_error *err);

@@ -123,7 +123,8 @@ static void test_job_files_private(void **state) {
 
 /* Issue 27, finding 7: the problems' solutions/ are out of every job sandbox's view. A candidate
  * that includes the reference solution by its absolute path compiled (and was scored correct)
- * while the sandbox showed the whole problems tree; now the file is not there. */
+ * while the sandbox showed the whole problems tree; now the file is not there, nor any other
+ * problem's directory. */
 static void test_solutions_hidden(void **state) {
     (void)state;
     pk_problem_set *set = NULL;
@@ -140,16 +141,20 @@ static void test_solutions_hidden(void **state) {
     o.skip_timing = 1;
     o.trials = 1;
     o.seed = 3;
-    const char *src = "#include \"" PK_TEST_PROBLEMS "/selftest/scale/solutions/correct.cu\"\n"
-                      "/* solution */\n";
-    pk_eval_result res;
-    pk_eval_result_init(&res);
-    assert_int_equal(pk_harness_evaluate(scale, src, &o, &res, &err), PK_OK);
-    printf("including the reference solution: %s (%s)\n", pk_status_name(res.status), res.reason);
-    assert_int_equal(res.status, PK_STATUS_COMPILE_ERROR);
-    assert_non_null(res.compile_log);
-    assert_non_null(strstr(res.compile_log, "correct.cu"));
-    pk_eval_result_free(&res);
+    static const char *const srcs[] = {
+        "#include \"" PK_TEST_PROBLEMS "/selftest/scale/solutions/correct.cu\"\n/* solution */\n",
+        "#include \"" PK_TEST_PROBLEMS "/selftest/allgather/meta.json\"\n/* solution */\n"};
+    for (size_t i = 0; i < sizeof srcs / sizeof *srcs; i++) {
+        pk_eval_result res;
+        pk_eval_result_init(&res);
+        assert_int_equal(pk_harness_evaluate(scale, srcs[i], &o, &res, &err), PK_OK);
+        printf("including %s: %s\n", i ? "another problem's file" : "the reference solution",
+               pk_status_name(res.status));
+        assert_int_equal(res.status, PK_STATUS_COMPILE_ERROR);
+        assert_non_null(res.compile_log);
+        assert_non_null(strstr(res.compile_log, "No such file"));
+        pk_eval_result_free(&res);
+    }
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
     assert_int_equal(system(cmd), 0);
