@@ -1,5 +1,6 @@
 /* `pkgym serve`: options, signals, and the server's lifetime. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,11 @@ static void usage(FILE *f) {
             "\nClients:\n"
             "  --max-client-episodes N open episodes per client (default 1024)\n"
             "  --max-client-steps N    steps in flight per client (default 256)\n"
+            "  --episode-orphan-s S    expire a client's episodes this long after it "
+            "disconnected (default 300)\n"
+            "  --max-episode-bytes N   memory one episode may hold (default 64 MiB)\n"
+            "  --max-client-bytes N    memory one client's episodes may hold (default 1 GiB)\n"
+            "  --max-held-bytes N      memory all episodes may hold (default 4 GiB)\n"
             "\nHooks (docs/feedback.md; clients choose them by name in reset's options):\n"
             "  --hook NAME=plugin:/abs/x.so | NAME=cmd:/abs/prog   register a hook; "
             "repeatable\n"
@@ -177,6 +183,14 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
             rc = parse_long(a, v, 1, 1000000, &n), o->max_client_episodes = (int)n;
         else if (strcmp(a, "--max-client-steps") == 0)
             rc = parse_long(a, v, 1, 1000000, &n), o->max_client_steps = (int)n;
+        else if (strcmp(a, "--episode-orphan-s") == 0)
+            rc = parse_long(a, v, 1, 86400 * 30, &n), o->episode_orphan_s = (double)n;
+        else if (strcmp(a, "--max-episode-bytes") == 0)
+            rc = parse_long(a, v, 4096, LONG_MAX, &n), o->max_episode_bytes = (size_t)n;
+        else if (strcmp(a, "--max-client-bytes") == 0)
+            rc = parse_long(a, v, 4096, LONG_MAX, &n), o->max_client_bytes = (size_t)n;
+        else if (strcmp(a, "--max-held-bytes") == 0)
+            rc = parse_long(a, v, 4096, LONG_MAX, &n), o->max_held_bytes = (size_t)n;
         else if (strcmp(a, "--curve-secret-key") == 0)
             o->curve_secret_key = v;
         else if (strcmp(a, "--curve-allow") == 0)

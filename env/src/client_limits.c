@@ -43,7 +43,7 @@ pk_client_entry *pk_client_get(pk_client_table *t, const char *id) {
 }
 
 void pk_client_drop_if_unused(pk_client_entry *c) {
-    if (!c || c->episodes > 0 || c->steps > 0)
+    if (!c || c->episodes > 0 || c->steps > 0 || c->conns > 0)
         return;
     pk_client_table *t = c->table;
     for (pk_client_entry **p = &t->bucket[bucket_of(c->id)]; *p; p = &(*p)->next) {
@@ -62,6 +62,17 @@ void pk_client_release(pk_client_entry *c, int episode, int step) {
     c->episodes -= episode;
     c->steps -= step;
     pk_client_drop_if_unused(c);
+}
+
+void pk_client_charge_bytes(pk_client_entry *c, long long delta) {
+    if (!c)
+        return;
+    c->bytes = (size_t)((long long)c->bytes + delta);
+    c->table->bytes = (size_t)((long long)c->table->bytes + delta);
+}
+
+int pk_client_is_gone(const pk_client_entry *c) {
+    return c && c->conns == 0 && c->gone_ms > 0;
 }
 
 void pk_client_short_id(const pk_client_entry *c, char *out, size_t cap) {

@@ -12,7 +12,8 @@
 #include "episode_options.h"
 #include "server.h"
 
-/* Unfinished episodes, most recently active first, with their last activity. */
+/* Unfinished episodes, most recently active first, with their last activity: all of them, so
+ * that the journal keeps the `closed` rows of those a later restart could still consider. */
 static const char *const candidates_sql =
     "SELECT e.id, MAX(e.created_at, COALESCE((SELECT MAX(t.finished_at) FROM turns t"
     " WHERE t.episode_id = e.id), 0)) AS last FROM episodes e WHERE e.finished_at IS NULL"
@@ -31,7 +32,7 @@ static void free_candidates(candidates *c) {
     free(c->last);
 }
 
-static int list_candidates(const char *db_path, double since, candidates *c, pk_error *err) {
+static int list_candidates(const char *db_path, candidates *c, pk_error *err) {
     memset(c, 0, sizeof *c);
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -43,8 +44,6 @@ static int list_candidates(const char *db_path, double since, candidates *c, pk_
     while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
         double last = sqlite3_column_double(st, 1);
         const char *id = (const char *)sqlite3_column_text(st, 0);
-        if (last < since)
-            break; /* ordered: the rest are older */
         if (c->n == c->cap) {
             int cap = c->cap ? 2 * c->cap : 64;
             char **ids = realloc(c->ids, (size_t)cap * sizeof *ids);
@@ -106,13 +105,16 @@ static char *dup_or_null(const char *t) {
     return t ? strdup(t) : NULL;
 }
 
+/* The stored turns up to the first gap (numbered from 1): a store written before the server
+ * sent unstored turns again may have one after a full disk, and the episode is restored as far
+ * as it was stored (issue 27, finding 5); its next turn replaces the rows after the gap. */
 static int copy_turns(pk_episode *e, const pk_store_episode *st) {
     if (st->n_turns == 0)
         return 0;
     e->turns = calloc((size_t)st->n_turns, sizeof *e->turns);
     if (!e->turns)
         return -1;
-    for (int i = 0; i < st->n_turns; i++) {
+    for (int i = 0; i < st->n_turns && st->turns[i].turn == i + 1; i++) {
         const pk_turn_row *r = &st->turns[i];
         pk_turn_record *t = &e->turns[i];
         *t = (pk_turn_record){.prompt = dup_or_null(r->prompt),
@@ -126,9 +128,8 @@ static int copy_turns(pk_episode *e, const pk_store_episode *st) {
                               .started_at = r->started_at,
                               .finished_at = r->finished_at};
         e->n_turns++;
-        if (r->turn != i + 1)
-            return -1; /* a gap in the stored turns (numbered from 1): do not guess */
     }
+    e->n_stored = e->n_turns;
     return 0;
 }
 
@@ -168,10 +169,15 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
     json_decref(e->settings);
     e->settings = settings; /* exactly what reset returned */
     if (copy_turns(e, st)) {
-        snprintf(why, cap, "its stored turns are not numbered 1..%d", st->n_turns);
+        snprintf(why, cap, "out of memory copying its turns");
         pk_episode_free(e);
         return NULL;
     }
+    if (e->n_turns < st->n_turns)
+        fprintf(stderr,
+                "pkgym serve: restore: episode %s: turn %d is missing from the store; restored "
+                "with turns 1..%d\n",
+                e->id, e->n_turns + 1, e->n_turns);
     /* Its later turns keep to the GPU model of its first measured one. */
     for (int i = 0; i < e->n_turns && !e->gpu_model[0]; i++) {
         json_t *r = e->turns[i].result_json ? json_loads(e->turns[i].result_json, 0, NULL) : NULL;
@@ -217,14 +223,21 @@ int pk_episode_restore(pk_server *s, pk_error *err) {
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     candidates c;
     double since = pk_wall_time_s() - s->opts.episode_idle_s;
-    int rc = list_candidates(db, since, &c, err);
+    int rc = list_candidates(db, &c, err);
     free(db);
     if (rc)
         return rc;
-    int restored = 0, interrupted = 0, closed = 0, skipped = 0, finished = 0;
+    int restored = 0, interrupted = 0, closed = 0, skipped = 0, finished = 0, expired = 0;
     for (int i = 0; i < c.n && (int)s->episodes.count < s->opts.max_episodes; i++) {
         if (pk_journal_is_closed(s->journal, c.ids[i])) {
             closed++;
+            continue;
+        }
+        if (c.last[i] < since) {
+            /* Idle past the limit: it expired, as it would have in a running server. Recorded
+             * as closed, so a later restart with a longer limit does not bring it back. */
+            pk_journal_closed(s->journal, c.ids[i]);
+            expired++;
             continue;
         }
         pk_store_episode *st = NULL;
@@ -248,18 +261,29 @@ int pk_episode_restore(pk_server *s, pk_error *err) {
             interrupted++;
         }
         e->last_active_ms = pk_now_ms();
+        /* Its client's connection died with the last run: it belongs to nobody (a client
+         * that names it claims it) and expires after --episode-orphan-s unless claimed
+         * (issue 27, finding 3). What the store has stays there (finding 4). */
+        pk_client_entry *nobody = pk_client_get(&s->clients, PK_CLIENT_RESTORED);
+        if (nobody && nobody->gone_ms <= 0)
+            nobody->gone_ms = pk_now_ms();
+        pk_episode_set_owner(e, nobody);
+        pk_episode_trim_stored(e);
+        pk_episode_recharge(e);
         pk_episode_insert(&s->episodes, e);
         finish_if_over(s, e);
         finished += e->done;
         restored++;
     }
+    /* Issue 27, finding 6: the journal keeps the entries of every unfinished episode, not
+     * only of those restored now, so a closed or expired one never comes back. */
     pk_journal_keep_only(s->journal, (const char *const *)c.ids, c.n);
-    if (restored || skipped || closed)
+    if (restored || skipped || closed || expired)
         fprintf(stderr,
                 "pkgym serve: restored %d open episode(s) from the store (%d with a step "
                 "interrupted by the restart, %d ended by their last stored turn); %d closed, "
-                "%d left out\n",
-                restored, interrupted, finished, closed, skipped);
+                "%d expired now, %d left out\n",
+                restored, interrupted, finished, closed, expired, skipped);
     s->n.episodes_restored = (uint64_t)restored;
     free_candidates(&c);
     return PK_OK;

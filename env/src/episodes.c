@@ -48,9 +48,55 @@ void pk_turn_record_free(pk_turn_record *r) {
     memset(r, 0, sizeof *r);
 }
 
+static size_t len_of(const char *s) {
+    return s ? strlen(s) + 1 : 0;
+}
+
+void pk_turn_record_measure(pk_turn_record *r) {
+    r->bytes = len_of(r->prompt) + len_of(r->action) + len_of(r->summary) + len_of(r->code) +
+               len_of(r->feedback) + len_of(r->result_json);
+}
+
+void pk_episode_trim_stored(pk_episode *e) {
+    for (int i = 0; i < e->n_stored && i < e->n_turns; i++) {
+        pk_turn_record *t = &e->turns[i];
+        if (t->trimmed)
+            continue;
+        free(t->prompt);
+        free(t->action);
+        free(t->result_json);
+        t->prompt = t->action = t->result_json = NULL;
+        t->trimmed = 1;
+        pk_turn_record_measure(t);
+    }
+}
+
+void pk_episode_recharge(pk_episode *e) {
+    size_t held = len_of(e->prompt) + len_of(e->group);
+    for (int i = 0; i < e->n_turns; i++)
+        held += e->turns[i].bytes;
+    if (e->in_flight)
+        held += e->in_flight->turn.bytes;
+    pk_client_charge_bytes(e->owner, (long long)held - (long long)e->bytes);
+    e->bytes = held;
+}
+
+void pk_episode_set_owner(pk_episode *e, pk_client_entry *c) {
+    if (e->owner == c)
+        return;
+    pk_client_entry *old = e->owner;
+    pk_client_charge_bytes(old, -(long long)e->bytes);
+    pk_client_charge_bytes(c, (long long)e->bytes);
+    if (c)
+        c->episodes++;
+    e->owner = c;
+    pk_client_release(old, 1, 0);
+}
+
 void pk_episode_free(pk_episode *e) {
     if (!e)
         return;
+    pk_client_charge_bytes(e->owner, -(long long)e->bytes);
     for (int i = 0; i < e->n_turns; i++)
         pk_turn_record_free(&e->turns[i]);
     free(e->turns);

@@ -26,6 +26,9 @@ typedef struct pk_turn_record {
     double score;
     pk_reward_parts parts; /* score's terms, for the step reply */
     double started_at, finished_at;
+    int trimmed;  /* stored, and prompt, action and result_json freed: `trajectory` reads them
+                     from the store (what the next prompt needs stays: code, summary, feedback) */
+    size_t bytes; /* what its texts take (pk_turn_record_measure) */
 } pk_turn_record;
 
 /* A step waiting for its evaluation: where to send the reply. */
@@ -53,6 +56,8 @@ typedef struct pk_episode {
     char *prompt;     /* the current prompt */
     pk_turn_record *turns;
     int n_turns;
+    int n_stored; /* turns 1..n_stored are committed to the store (a full disk may leave later
+                     ones unstored: they go with the next store job, issue 27, finding 5) */
     int done;
     double *returns; /* n_turns values once done */
     pk_pending_step *in_flight;
@@ -65,6 +70,7 @@ typedef struct pk_episode {
     char gpu_model[64];    /* the GPU its first measured turn ran on ("" until then) */
     double last_active_ms;
     pk_client_entry *owner;  /* the client that opened it, charged until it is freed */
+    size_t bytes;            /* charged to the owner: its turns, the step in flight, the prompt */
     struct pk_episode *next; /* hash chain */
 } pk_episode;
 
@@ -81,6 +87,15 @@ void pk_episode_insert(pk_episode_table *t, pk_episode *e);
 void pk_episode_remove(pk_episode_table *t, pk_episode *e);
 void pk_episode_free(pk_episode *e);
 void pk_turn_record_free(pk_turn_record *r);
+/* Sets r->bytes from its texts. */
+void pk_turn_record_measure(pk_turn_record *r);
+/* Frees what the store has of e's stored turns (1..n_stored) and the next prompt does not need:
+ * their prompts, actions and results (issue 27, finding 4). */
+void pk_episode_trim_stored(pk_episode *e);
+/* Brings e's charge to its owner (and the owner table's total) to what it holds now. */
+void pk_episode_recharge(pk_episode *e);
+/* Makes c the owner of e, moving the episode's count and bytes. */
+void pk_episode_set_owner(pk_episode *e, pk_client_entry *c);
 /* Fills id with 32 random hex characters. */
 int pk_episode_new_id(char id[PK_EPISODE_ID_LEN + 1]);
 

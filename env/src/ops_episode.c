@@ -113,6 +113,20 @@ void pk_op_reset(pk_call *c) {
     pk_client_entry *client = pk_call_client(c);
     if (!client)
         return;
+    if (client->bytes >= s->opts.max_client_bytes || s->clients.bytes >= s->opts.max_held_bytes) {
+        char who[32];
+        pk_client_short_id(client, who, sizeof who);
+        pk_call_error(c, PK_E_OVERLOADED,
+                      client->bytes >= s->opts.max_client_bytes
+                          ? "client %s holds %zu bytes in its episodes, the limit per client "
+                            "(limits.max_client_bytes); close some"
+                          : "client %s: open episodes hold %zu bytes in all, the server's limit "
+                            "(limits.max_held_bytes); try later",
+                      who,
+                      client->bytes >= s->opts.max_client_bytes ? client->bytes : s->clients.bytes);
+        pk_client_drop_if_unused(client);
+        return;
+    }
     if (client->episodes >= s->opts.max_client_episodes) {
         char who[32];
         pk_client_short_id(client, who, sizeof who);
@@ -190,6 +204,20 @@ void pk_op_reset(pk_call *c) {
     pk_server_store_then_reply(s, job, &c->env, id_raw, id_len, body, e, NULL);
 }
 
+/* The episode id is its capability: a client that names an episode whose owner has left (a
+ * reconnect has a new routing id; a restored episode's owner is nobody) becomes its owner, so
+ * that it no longer expires as left behind (issue 27, finding 3). Within the caller's limit. */
+static void claim_if_left(pk_call *c, pk_episode *e) {
+    if (!pk_client_is_gone(e->owner))
+        return;
+    pk_client_entry *me = pk_client_get(&c->s->clients, c->client_id);
+    if (me && me != e->owner && me->episodes < c->s->opts.max_client_episodes &&
+        me->bytes + e->bytes <= c->s->opts.max_client_bytes)
+        pk_episode_set_owner(e, me);
+    else
+        pk_client_drop_if_unused(me);
+}
+
 /* Finds the open episode named by the required `episode` field, or replies with the error. */
 pk_episode *pk_call_episode(pk_call *c) {
     char *id;
@@ -202,10 +230,14 @@ pk_episode *pk_call_episode(pk_call *c) {
     if (!e || e->closed)
         pk_call_error(c, PK_E_UNKNOWN_EPISODE,
                       "no open episode '%s' (never opened, closed, or expired after "
-                      "limits.episode_idle_s; `trajectory` still reads those from the store)",
+                      "limits.episode_idle_s, or limits.episode_orphan_s after its client left; "
+                      "`trajectory` still reads those from the store)",
                       id);
     free(id);
-    return e && !e->closed ? e : NULL;
+    if (!e || e->closed)
+        return NULL;
+    claim_if_left(c, e);
+    return e;
 }
 
 /* Its trajectory stays readable (`trajectory` reads the store). A close after the last step
@@ -221,6 +253,7 @@ void pk_op_close(pk_call *c) {
     /* A step in flight still gets its reply. A restart does not reopen it. */
     e->closed = 1;
     pk_journal_closed(c->s->journal, e->id);
+    pk_server_store_backlog(c->s, e); /* a last try for turns a full disk left out */
     pk_server_release_if_closed(c->s, e);
     pk_call_ok(c, body);
 }
@@ -256,10 +289,32 @@ static json_t *trajectory_json(const pk_episode_row *row, json_t *seed, int done
                      turns, "returns", returns);
 }
 
+/* An episode in memory. Its stored turns keep only what the next prompt needs there; their
+ * prompts, actions and results are read from the store (committed before they were freed). */
 static void memory_trajectory(pk_call *c, const pk_episode *e) {
+    pk_store_episode *stored = NULL;
+    int trimmed = 0;
+    for (int i = 0; i < e->n_turns; i++)
+        trimmed |= e->turns[i].trimmed;
+    pk_error err;
+    if (trimmed && pk_store_read_episode(c->s->reader, e->id, &stored, &err) != PK_OK) {
+        pk_call_error(c, PK_E_INTERNAL, "%s", err.message);
+        return;
+    }
     json_t *turns = json_array();
     for (int i = 0; turns && i < e->n_turns; i++) {
         const pk_turn_record *t = &e->turns[i];
+        if (t->trimmed) {
+            if (!stored || i >= stored->n_turns || stored->turns[i].turn != i + 1) {
+                pk_store_episode_free(stored);
+                json_decref(turns);
+                pk_call_error(c, PK_E_INTERNAL, "turn %d of episode %s is not in the store", i + 1,
+                              e->id);
+                return;
+            }
+            json_array_append_new(turns, turn_json(&stored->turns[i]));
+            continue;
+        }
         pk_turn_row row = {.turn = i + 1,
                            .prompt = t->prompt,
                            .action = t->action,
@@ -277,6 +332,7 @@ static void memory_trajectory(pk_call *c, const pk_episode *e) {
                           .problem_id = pk_problem_id(e->problem),
                           .group = e->group,
                           .max_turns = e->max_turns};
+    pk_store_episode_free(stored);
     pk_call_ok(c, trajectory_json(&row, json_integer(e->seed), e->done, e->in_flight != NULL,
                                   json_incref(e->settings), turns, pk_returns_json(e)));
 }

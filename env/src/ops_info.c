@@ -21,13 +21,22 @@ json_t *pk_problem_summary_json(const pk_problem *p) {
 }
 
 json_t *pk_limits_json(const pk_server *s) {
-    return json_pack("{s:I, s:I, s:I, s:i, s:f, s:i, s:i, s:i, s:i}", "max_action_bytes",
-                     (json_int_t)s->opts.max_action_bytes, "max_summary_bytes",
-                     (json_int_t)PK_MAX_SUMMARY_BYTES, "max_request_bytes",
-                     (json_int_t)s->max_request_bytes, "max_episodes", s->opts.max_episodes,
-                     "episode_idle_s", s->opts.episode_idle_s, "max_turns", s->opts.max_turns_limit,
-                     "queue_limit", s->opts.queue_limit, "max_client_episodes",
-                     s->opts.max_client_episodes, "max_client_steps", s->opts.max_client_steps);
+    json_t *l = json_pack(
+        "{s:I, s:I, s:I, s:i, s:f, s:i, s:i, s:i, s:i}", "max_action_bytes",
+        (json_int_t)s->opts.max_action_bytes, "max_summary_bytes", (json_int_t)PK_MAX_SUMMARY_BYTES,
+        "max_request_bytes", (json_int_t)s->max_request_bytes, "max_episodes", s->opts.max_episodes,
+        "episode_idle_s", s->opts.episode_idle_s, "max_turns", s->opts.max_turns_limit,
+        "queue_limit", s->opts.queue_limit, "max_client_episodes", s->opts.max_client_episodes,
+        "max_client_steps", s->opts.max_client_steps);
+    if (l && json_object_update_new(
+                 l, json_pack("{s:f, s:I, s:I, s:I}", "episode_orphan_s", s->opts.episode_orphan_s,
+                              "max_episode_bytes", (json_int_t)s->opts.max_episode_bytes,
+                              "max_client_bytes", (json_int_t)s->opts.max_client_bytes,
+                              "max_held_bytes", (json_int_t)s->opts.max_held_bytes)) != 0) {
+        json_decref(l);
+        l = NULL;
+    }
+    return l;
 }
 
 void pk_op_hello(pk_call *c) {
@@ -158,6 +167,9 @@ void pk_op_stats(pk_call *c) {
         (json_int_t)n->bad_requests, "episodes_started", (json_int_t)n->episodes_started,
         "episodes_expired", (json_int_t)n->episodes_expired, "store_errors",
         (json_int_t)n->store_errors, "episodes_restored", (json_int_t)n->episodes_restored);
+    if (requests)
+        json_object_set_new(requests, "episodes_orphaned",
+                            json_integer((json_int_t)n->episodes_orphaned));
     /* How long single events held the serving thread (what a waiting hello pays). */
     json_t *loop =
         json_pack("{s:f, s:f, s:f}", "request_ms_max", n->request_ms_max, "completion_ms_max",
@@ -174,6 +186,10 @@ void pk_op_stats(pk_call *c) {
                                 c->client_id, "your_episodes", me ? me->episodes : 0, "your_steps",
                                 me ? me->steps : 0, "curve", clients_curve, "curve_admitted",
                                 (json_int_t)admitted, "curve_refused", (json_int_t)refused);
+    if (clients) { /* memory held by open episodes: the caller's and everyone's (finding 4) */
+        json_object_set_new(clients, "your_bytes", json_integer(me ? (json_int_t)me->bytes : 0));
+        json_object_set_new(clients, "held_bytes", json_integer((json_int_t)s->clients.bytes));
+    }
     pk_client_drop_if_unused(me);
     json_t *body =
         json_pack("{s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:f, s:o, s:o, s:o}", "episodes_open",

@@ -119,6 +119,7 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
     }
     pk_reward_breakdown(&e->reward, &facts, &t.parts);
     t.score = t.parts.total;
+    pk_turn_record_measure(&t);
     e->turns = grown;
     e->turns[e->n_turns++] = t;
     return PK_OK;
@@ -128,29 +129,39 @@ static char *dup_or_null(const char *text) {
     return text ? strdup(text) : NULL;
 }
 
-/* The store job of e's last turn, with the returns when the episode has ended. */
-static pk_store_job *turn_job(const pk_episode *e) {
-    const pk_turn_record *t = &e->turns[e->n_turns - 1];
+static int copy_turn_row(const pk_episode *e, int i, pk_turn_row *row) {
+    const pk_turn_record *t = &e->turns[i];
+    *row = (pk_turn_row){.episode_id = strdup(e->id),
+                         .turn = i + 1, /* 1-based, as in the step reply */
+                         .prompt = dup_or_null(t->prompt),
+                         .action = dup_or_null(t->action),
+                         .summary = dup_or_null(t->summary),
+                         .code = dup_or_null(t->code),
+                         .status = t->status,
+                         .score = t->score,
+                         .result_json = dup_or_null(t->result_json),
+                         .feedback = dup_or_null(t->feedback),
+                         .started_at = t->started_at,
+                         .finished_at = t->finished_at};
+    return !row->episode_id || (t->prompt && !row->prompt) || (t->action && !row->action) ||
+                   (t->summary && !row->summary) || (t->code && !row->code) ||
+                   (t->result_json && !row->result_json) || (t->feedback && !row->feedback)
+               ? -1
+               : 0;
+}
+
+pk_store_job *pk_episode_store_job(const pk_episode *e) {
+    int from = e->n_stored, n = e->n_turns - e->n_stored;
     pk_store_job *j = calloc(1, sizeof *j);
-    if (!j)
+    if (!j || n < 1 || !(j->turns = calloc((size_t)n, sizeof *j->turns))) {
+        pk_store_job_free(j);
         return NULL;
-    j->has_turn = 1;
-    j->turn = (pk_turn_row){.episode_id = strdup(e->id),
-                            .turn = e->n_turns, /* 1-based, as in the step reply */
-                            .prompt = dup_or_null(t->prompt),
-                            .action = dup_or_null(t->action),
-                            .summary = dup_or_null(t->summary),
-                            .code = dup_or_null(t->code),
-                            .status = t->status,
-                            .score = t->score,
-                            .result_json = dup_or_null(t->result_json),
-                            .feedback = dup_or_null(t->feedback),
-                            .started_at = t->started_at,
-                            .finished_at = t->finished_at};
-    int missing = !j->turn.episode_id || (t->prompt && !j->turn.prompt) ||
-                  (t->action && !j->turn.action) || (t->summary && !j->turn.summary) ||
-                  (t->code && !j->turn.code) || (t->result_json && !j->turn.result_json) ||
-                  (t->feedback && !j->turn.feedback);
+    }
+    int missing = 0;
+    for (int i = 0; i < n && !missing; i++) {
+        missing = copy_turn_row(e, from + i, &j->turns[i]);
+        j->n_turns = i + 1; /* what was copied is freed with the job */
+    }
     if (!missing && e->done && e->returns) {
         j->returns = malloc((size_t)e->n_turns * sizeof *j->returns);
         missing = !j->returns;
@@ -214,7 +225,7 @@ static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, pk_store_job *
     int truncated = !terminated && e->n_turns >= e->max_turns;
     if (terminated || truncated)
         pk_episode_finish(e);
-    *job = turn_job(e);
+    *job = pk_episode_store_job(e);
     char *prompt = *job ? pk_episode_next_prompt(e) : NULL;
     json_t *messages = prompt ? pk_episode_messages_json(e) : NULL;
     json_t *body = messages
@@ -255,6 +266,7 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
     json_t *body = NULL;
     if (record_turn(s, e, p, r, &err) == PK_OK && !(body = turn_reply(e, r, &job, &why)))
         unrecord_turn(e);
+    pk_episode_recharge(e);
     if (body) {
         /* The reply goes out once the turn is committed to the store; an episode closed
          * meanwhile stays in memory until then, so `trajectory` never misses the turn. */
@@ -294,6 +306,7 @@ void pk_server_on_completion(pk_server *s, pk_completion *done) {
          * client may retry the same action. */
         pk_episode *e = p->ep;
         e->in_flight = NULL;
+        pk_episode_recharge(e);
         pk_journal_step_end(s->journal, e->id);
         s->n.steps_infra += infra;
         pk_server_reply(s, &p->env, p->id_raw, p->id_len,
@@ -304,6 +317,39 @@ void pk_server_on_completion(pk_server *s, pk_completion *done) {
         complete_step(s, p, &done->result);
     }
     pk_completion_free(done);
+}
+
+/* Refuses (replies, returns -1) a step that would take what e, its owner or the server hold in
+ * memory past their limits (issue 27, finding 4). incoming: what the step brings in until it
+ * is answered. */
+static int refuse_held_bytes(pk_call *c, const pk_episode *e, size_t incoming) {
+    const pk_server_opts *o = &c->s->opts;
+    const pk_client_entry *owner = e->owner;
+    if (e->bytes + incoming > o->max_episode_bytes) {
+        pk_call_error(c, PK_E_BAD_REQUEST,
+                      "episode %s holds %zu bytes; this step (%zu more) would pass the limit per "
+                      "episode (limits.max_episode_bytes, %zu): close it and reset a new one",
+                      e->id, e->bytes, incoming, o->max_episode_bytes);
+        return -1;
+    }
+    if (owner && owner->bytes + incoming > o->max_client_bytes) {
+        char who[32];
+        pk_client_short_id(owner, who, sizeof who);
+        pk_call_error(c, PK_E_OVERLOADED,
+                      "client %s holds %zu bytes in its episodes; this step (%zu more) would pass "
+                      "the limit per client (limits.max_client_bytes, %zu): close some",
+                      who, owner->bytes, incoming, o->max_client_bytes);
+        return -1;
+    }
+    size_t all = c->s->clients.bytes;
+    if (all + incoming > o->max_held_bytes) {
+        pk_call_error(c, PK_E_OVERLOADED,
+                      "open episodes hold %zu bytes; this step (%zu more) would pass the "
+                      "server's limit (limits.max_held_bytes, %zu)",
+                      all, incoming, o->max_held_bytes);
+        return -1;
+    }
+    return 0;
 }
 
 /* Reads step's fields; replies and returns -1 on a bad one. */
@@ -412,7 +458,16 @@ void pk_op_step(pk_call *c) {
         free_pending(p);
         return;
     }
+    /* Until it is answered it holds the action, the code cut from it, the summary and the
+     * prompt's copy; once stored, what the next prompt needs (issue 27, finding 4). */
+    pk_turn_record_measure(&p->turn);
+    if (refuse_held_bytes(c, e, p->turn.bytes)) {
+        pk_parsed_action_free(&pa);
+        free_pending(p);
+        return;
+    }
     e->in_flight = p;
+    pk_episode_recharge(e);
     e->last_active_ms = pk_now_ms();
     s->n.steps_in_flight++;
     if (!pa.format_ok) {
@@ -441,6 +496,7 @@ void pk_op_step(pk_call *c) {
         pk_journal_step_begin(s->journal, e->id, e->n_turns, p->turn.started_at);
     if (rc) {
         e->in_flight = NULL;
+        pk_episode_recharge(e);
         s->n.steps_in_flight--;
         free_pending(p);
         pk_call_error(c,

@@ -37,6 +37,10 @@ void pk_server_opts_default(pk_server_opts *o) {
     o->baseline_max_age_s = 86400;
     o->max_client_episodes = 1024;
     o->max_client_steps = 256;
+    o->episode_orphan_s = 300;
+    o->max_episode_bytes = (size_t)64 << 20;
+    o->max_client_bytes = (size_t)1 << 30;
+    o->max_held_bytes = (size_t)4 << 30;
 }
 
 json_t *pk_error_body(const char *code, const char *message) {
@@ -122,6 +126,12 @@ static int serve_one(pk_server *s) {
     }
     s->n.requests++;
     pk_client_identity(&body, &call.env, call.client_id);
+    if (r == 0) { /* the sender is here: attach it to its connection */
+        pk_presence_update(s->presence, pk_now_ms());
+        pk_client_entry *sender = pk_client_get(&s->clients, call.client_id);
+        pk_presence_seen(s->presence, sender, &body, pk_now_ms());
+        pk_client_drop_if_unused(sender);
+    }
     if (r == 1) {
         if (call.env.n > 0)
             pk_call_error(&call, PK_E_BAD_REQUEST,
@@ -223,13 +233,28 @@ static void on_stored(pk_server *s, pk_store_job *job) {
             pk_episode_free(d->new_episode);
         } else {
             d->new_episode->last_active_ms = pk_now_ms();
+            pk_episode_recharge(d->new_episode);
             pk_episode_insert(&s->episodes, d->new_episode);
             s->n.episodes_started++;
         }
-    } else if (job->rc && json_is_object(json_object_get(body, "info"))) {
-        /* The turn happened and is in memory; say that it is not in the store. */
-        json_object_set_new(json_object_get(body, "info"), "store_error",
-                            json_string(job->err.message));
+    }
+    if (job->turns_stored && d->turn_episode) {
+        pk_episode *e = d->turn_episode;
+        int last = job->turns[job->n_turns - 1].turn;
+        if (last > e->n_stored)
+            e->n_stored = last;
+        /* The store has them now: keep only what the next prompt needs (finding 4). */
+        pk_episode_trim_stored(e);
+        pk_episode_recharge(e);
+    }
+    json_t *info = json_object_get(body, "info");
+    if (job->rc && !d->new_episode && json_is_object(info)) {
+        /* The turn happened and is in memory: say that it is not in the store, and how far the
+         * store has the episode (issue 27, finding 5); its next store job sends the unstored
+         * turns again, so the store never has a gap. */
+        json_object_set_new(info, "store_error", json_string(job->err.message));
+        if (d->turn_episode)
+            json_object_set_new(info, "stored_turns", json_integer(d->turn_episode->n_stored));
     }
     if (d->no_reply)
         json_decref(body);
@@ -287,19 +312,48 @@ static int take_completion(pk_server *s) {
     return 0;
 }
 
-/* Closes episodes idle for longer than the limit (their trajectories stay in the store). */
+void pk_server_store_backlog(pk_server *s, pk_episode *e) {
+    if (e->n_stored >= e->n_turns || e->store_pending > 0 || !s->writer)
+        return;
+    pk_store_job *job = pk_episode_store_job(e);
+    if (job)
+        pk_server_store_then_reply(s, job, NULL, NULL, 0, NULL, NULL, e);
+}
+
+/* Whether e has expired: idle for longer than --episode-idle-s, or its owner left (issue 27,
+ * finding 3) and neither it nor anyone else used it for --episode-orphan-s since. */
+static int expired(const pk_server *s, const pk_episode *e, double now, int *orphaned) {
+    double quiet_ms = now - e->last_active_ms;
+    *orphaned = 0;
+    if (quiet_ms > s->opts.episode_idle_s * 1000.0)
+        return 1;
+    if (pk_client_is_gone(e->owner)) {
+        double away_ms = now - e->owner->gone_ms;
+        *orphaned = (away_ms < quiet_ms ? away_ms : quiet_ms) > s->opts.episode_orphan_s * 1000.0;
+    }
+    return *orphaned;
+}
+
+/* Closes expired episodes (their trajectories stay in the store), and sends turns a store
+ * error left out to the store again (the disk may have room now). */
 static void expire_idle(pk_server *s, double now) {
-    double limit_ms = s->opts.episode_idle_s * 1000.0;
     for (size_t b = 0; b < PK_EPISODE_BUCKETS; b++) {
         pk_episode *e = s->episodes.bucket[b];
         while (e) {
             pk_episode *next = e->next;
-            /* Not while a turn of it is being committed: expired, it is read from the store. */
-            if (!e->in_flight && !e->closed && e->store_pending == 0 &&
-                now - e->last_active_ms > limit_ms) {
-                pk_episode_remove(&s->episodes, e);
-                pk_episode_free(e);
+            int orphaned = 0;
+            if (!e->in_flight && !e->closed && expired(s, e, now, &orphaned)) {
+                /* Expired is closed: a restart must not bring it back (issue 27, finding 6).
+                 * It leaves memory once its turns are committed (one last try for unstored
+                 * ones), so `trajectory` never misses one. */
+                pk_journal_closed(s->journal, e->id);
+                e->closed = 1;
                 s->n.episodes_expired++;
+                s->n.episodes_orphaned += (uint64_t)orphaned;
+                pk_server_store_backlog(s, e);
+                pk_server_release_if_closed(s, e);
+            } else if (!e->in_flight) {
+                pk_server_store_backlog(s, e);
             }
             e = next;
         }
@@ -316,6 +370,7 @@ static void fail_unfinished(pk_server *s) {
                 s, &p->env, p->id_raw, p->id_len,
                 pk_error_body(PK_E_INTERNAL, "the server stopped before this step was evaluated"));
             e->in_flight = NULL;
+            pk_episode_recharge(e);
             pk_client_release(p->client, 0, 1);
             free(p->id_raw);
             pk_turn_record_free(&p->turn);
@@ -328,6 +383,7 @@ static void fail_unfinished(pk_server *s) {
 int pk_server_run(pk_server *s) {
     double next_expiry = pk_now_ms() + EXPIRY_PERIOD_MS;
     while (!*s->stop) {
+        pk_presence_update(s->presence, pk_now_ms());
         zmq_pollitem_t items[3] = {{s->router, 0, ZMQ_POLLIN, 0},
                                    {s->done_pull, 0, ZMQ_POLLIN, 0},
                                    {s->stored_pull, 0, ZMQ_POLLIN, 0}};
@@ -522,6 +578,10 @@ static int init_sockets(pk_server *s, pk_error *err) {
     s->done_pull = zmq_socket(s->zctx, ZMQ_PULL);
     if (!s->router || !s->done_pull)
         return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    /* Before any connection: every one is seen from its start. */
+    int prc = pk_presence_start(s->zctx, s->router, &s->presence, err);
+    if (prc)
+        return prc;
     /* Frames far beyond the request limit are dropped by ZeroMQ before they are buffered;
      * those up to 4x the limit still get a clear bad_request. */
     int64_t maxmsg = (int64_t)s->max_request_bytes * 4;
@@ -655,6 +715,7 @@ void pk_server_free(pk_server *s) {
     pk_journal_close(s->journal);
     if (s->stored_pull)
         zmq_close(s->stored_pull);
+    pk_presence_stop(s->presence);
     if (s->router)
         zmq_close(s->router);
     if (s->done_pull)

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "client_limits.h"
+#include "client_presence.h"
 #include "episodes.h"
 #include "evaluator.h"
 #include "pk_common.h"
@@ -62,6 +63,10 @@ typedef struct pk_server_opts {
     int insecure;                   /* --insecure: non-loopback tcp:// without CURVE */
     int max_client_episodes;
     int max_client_steps;
+    double episode_orphan_s;  /* a gone client's episodes expire this long after it left */
+    size_t max_episode_bytes; /* what one episode may hold in memory */
+    size_t max_client_bytes;  /* ... all episodes of one client */
+    size_t max_held_bytes;    /* ... all episodes */
 } pk_server_opts;
 
 void pk_server_opts_default(pk_server_opts *o);
@@ -73,6 +78,7 @@ typedef struct pk_server_counters {
     uint64_t steps_in_flight;
     uint64_t episodes_started;
     uint64_t episodes_expired;
+    uint64_t episodes_orphaned; /* expired because their client had left (also in expired) */
     uint64_t store_errors;
     uint64_t steps_infra;       /* steps answered infra_error (no turn, no reward) */
     uint64_t episodes_restored; /* by the restart that started this run */
@@ -101,7 +107,8 @@ typedef struct pk_server {
     pk_hook_registry *hooks;  /* the operator's: --hook and the feedback config's */
     pk_curve_server *curve;   /* NULL: no CURVE */
     pk_client_table clients;
-    json_t *gpus; /* [{index, name, memory_mib}] */
+    pk_presence *presence; /* which clients are still connected */
+    json_t *gpus;          /* [{index, name, memory_mib}] */
     pk_episode_table episodes;
     pk_server_counters n;
     double started_ms;
@@ -131,9 +138,17 @@ void pk_server_free(pk_server *s);
 void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
                                 char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode,
                                 pk_episode *turn_episode);
+/* The store job of e's turns not stored yet (its newest turn and any earlier one a store error
+ * left out) and of its returns when it has ended; NULL when out of memory or nothing is
+ * unstored. */
+pk_store_job *pk_episode_store_job(const pk_episode *e);
 /* The next prompt of e after its last turn; the returns of an episode that ends. */
 char *pk_episode_next_prompt(pk_episode *e);
 void pk_episode_finish(pk_episode *e);
+
+/* Sends e's turns that a store error left out to the store again, unless a store job of e is
+ * pending (the server retries every second, and at close). */
+void pk_server_store_backlog(pk_server *s, pk_episode *e);
 
 /* Frees e when it was closed and has neither a step in flight nor a turn being committed. */
 void pk_server_release_if_closed(pk_server *s, pk_episode *e);

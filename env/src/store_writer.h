@@ -10,16 +10,19 @@
 
 typedef struct pk_store_writer pk_store_writer;
 
-/* One unit of work: an episode's first row, or a turn (and the episode's returns when it
- * ended). Strings are owned by the job. */
+/* One unit of work: an episode's first row, or its newest turn together with the earlier ones
+ * not stored yet (pk_store_put_turns), and the episode's returns when it ended. Strings are
+ * owned by the job. */
 typedef struct pk_store_job {
     int has_begin;
     pk_episode_row begin;
-    int has_turn;
-    pk_turn_row turn;
+    pk_turn_row *turns; /* consecutive turns of one episode */
+    int n_turns;
     int n_returns; /* > 0: finish the episode with these returns */
     double *returns;
-    int rc; /* outcome, set by the writer */
+    int rc;           /* outcome, set by the writer */
+    int turns_stored; /* set by the writer: the turns were committed (even if the returns were
+                         not) */
     pk_error err;
     void *user; /* the server's reply context */
     struct pk_store_job *next;

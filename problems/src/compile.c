@@ -83,6 +83,8 @@ int pk_job_compile(pk_job *job, pk_eval_result *res, pk_error *err) {
     so.env = env;
     so.ro = job->ro;
     so.n_ro = job->n_ro;
+    so.hide = job->hide;
+    so.n_hide = 1;
     so.output_cap = 64 * 1024;
     so.nice = pk_harness_compile_nice();
     pk_sandbox_result sr;

@@ -73,11 +73,15 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     char *slash = strrchr(job->runner_dir, '/');
     if (slash && slash != job->runner_dir)
         *slash = 0;
-    const char *ro[] = {job->runner_dir, job->paths.module_dir, job->paths.root,
-                        job->paths.include_dir};
+    /* Of the problems, only this one's directory (the runner reads its meta.json), and not its
+     * solutions/: a host candidate reads whatever the sandbox shows (MPI-IO), and the whole
+     * problems tree with every reference solution used to be there (issue 27, finding 7). */
+    const char *ro[] = {job->runner_dir, job->paths.module_dir, p->dir, job->paths.include_dir};
     for (size_t i = 0; i < sizeof ro / sizeof *ro; i++)
         if (pk_path_exists(ro[i]))
             job->ro[job->n_ro++] = ro[i];
+    snprintf(job->solutions_dir, sizeof job->solutions_dir, "%s/solutions", p->dir);
+    job->hide[0] = job->solutions_dir;
     compute_key(job, source ? source : "");
     /* The job dir holds model-written code and its object: private (0700, files 0600), and
      * made fresh, never an existing directory someone else may have prepared. */

@@ -208,6 +208,8 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     so->env_add = l->env_add;
     so->ro = job->ro;
     so->n_ro = job->n_ro;
+    so->hide = job->hide;
+    so->n_hide = 1;
     if (job->opts.dump_dir) { /* the only host path a run may write, and only when asked */
         l->rw[so->n_rw++] = job->opts.dump_dir;
         so->rw = l->rw;

@@ -46,6 +46,8 @@ struct pk_job {
     char runner_dir[512];
     const char *ro[8]; /* read-only binds every sandbox of this job gets */
     int n_ro;
+    char solutions_dir[640]; /* the problem's solutions/: no sandbox of the job shows it */
+    const char *hide[1];
     char compile_key[65];
     int failed;              /* a stage produced the final verdict */
     int compiled;            /* an object passed the symbol checks */

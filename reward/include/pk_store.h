@@ -46,6 +46,12 @@ typedef struct pk_turn_row {
 } pk_turn_row;
 /* Committed on return. */
 int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err);
+/* Stores t[0..n), consecutive turns of one episode, in one transaction: every turn before t[0]
+ * must be stored already (else PK_ERR_INVALID and nothing changes), rows of the same numbers are
+ * replaced, and stored turns after t[n-1] are deleted. So the episode's stored turns are always
+ * 1..k without a gap, whatever failed before (a full disk: the server sends the unstored turns
+ * again with the next one). Committed on return; on any failure nothing is written. */
+int pk_store_put_turns(pk_store *s, const pk_turn_row *t, int n, pk_error *err);
 /* Records the online returns (n must equal the number of stored turns) and finished_at. */
 int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *returns, int n,
                             pk_error *err);

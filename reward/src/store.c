@@ -124,6 +124,15 @@ int pk_store_open(const char *path, pk_store **out, pk_error *err) {
                       " speedup, time_us, baseline_us, result_json, feedback, started_at,"
                       " finished_at, prompt) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                       &s->insert_turn, err)) ||
+        (rc = prepare(s,
+                      "INSERT OR REPLACE INTO turns(episode_id, turn, action, summary, code,"
+                      " status, score, speedup, time_us, baseline_us, result_json, feedback,"
+                      " started_at, finished_at, prompt) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                      &s->replace_turn, err)) ||
+        (rc = prepare(s, "SELECT count(*) FROM turns WHERE episode_id = ? AND turn < ?",
+                      &s->count_before, err)) ||
+        (rc = prepare(s, "DELETE FROM turns WHERE episode_id = ? AND turn > ?", &s->delete_after,
+                      err)) ||
         (rc =
              prepare(s, "SELECT count(*) FROM turns WHERE episode_id = ?", &s->count_turns, err)) ||
         (rc = prepare(s, "UPDATE episodes SET finished_at = ?, returns_json = ? WHERE id = ?",
@@ -174,6 +183,9 @@ void pk_store_close(pk_store *s) {
     sqlite3_finalize(s->insert_turn);
     sqlite3_finalize(s->count_turns);
     sqlite3_finalize(s->finish_episode);
+    sqlite3_finalize(s->replace_turn);
+    sqlite3_finalize(s->count_before);
+    sqlite3_finalize(s->delete_after);
     sqlite3_close(s->db);
     free(s);
 }
@@ -235,10 +247,7 @@ int pk_store_begin_episode(pk_store *s, const pk_episode_row *e, pk_error *err) 
     return rc;
 }
 
-int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
-    int rc = writable(s, err);
-    if (rc)
-        return rc;
+static int check_turn(const pk_turn_row *t, pk_error *err) {
     if (!t->episode_id)
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: turn without episode id");
     if (t->turn < 1)
@@ -251,11 +260,14 @@ int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: turn %d of '%s': bad status %d or score %g", t->turn,
                             t->episode_id, (int)t->status, t->score);
+    return PK_OK;
+}
+
+static void bind_turn(sqlite3_stmt *st, const pk_turn_row *t) {
     /* Denormalized measurements, for SQL queries; result_json stays the source of truth. */
     pk_turn_facts f;
     int have_facts =
         t->result_json && pk_turn_facts_from_result_json(t->result_json, &f, NULL) == 0;
-    sqlite3_stmt *st = s->insert_turn;
     bind_text(st, 1, t->episode_id);
     sqlite3_bind_int(st, 2, t->turn);
     bind_text(st, 3, t->action);
@@ -273,7 +285,66 @@ int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
     sqlite3_bind_double(st, 13, t->started_at);
     sqlite3_bind_double(st, 14, t->finished_at);
     bind_text(st, 15, t->prompt);
-    return run_stmt(s, st, "add turn", err);
+}
+
+int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
+    int rc = writable(s, err);
+    if (!rc)
+        rc = check_turn(t, err);
+    if (rc)
+        return rc;
+    bind_turn(s->insert_turn, t);
+    return run_stmt(s, s->insert_turn, "add turn", err);
+}
+
+static int count_before(pk_store *s, const char *episode_id, int turn) {
+    sqlite3_stmt *st = s->count_before;
+    bind_text(st, 1, episode_id);
+    sqlite3_bind_int(st, 2, turn);
+    int n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return n;
+}
+
+int pk_store_put_turns(pk_store *s, const pk_turn_row *t, int n, pk_error *err) {
+    int rc = writable(s, err);
+    if (rc)
+        return rc;
+    if (n < 1 || !t)
+        return pk_error_set(err, PK_ERR_INVALID, "trajectory store: no turns to put");
+    for (int i = 0; i < n; i++) {
+        if ((rc = check_turn(&t[i], err)))
+            return rc;
+        if (strcmp(t[i].episode_id, t[0].episode_id) != 0 || t[i].turn != t[0].turn + i)
+            return pk_error_set(err, PK_ERR_INVALID,
+                                "trajectory store: put_turns: one episode's consecutive turns");
+    }
+    if ((rc = exec(s, "BEGIN IMMEDIATE", err)))
+        return rc;
+    int before = count_before(s, t[0].episode_id, t[0].turn);
+    if (before != t[0].turn - 1) {
+        rc = before < 0 ? db_error(s, err, "count turns")
+                        : pk_error_set(err, PK_ERR_INVALID,
+                                       "trajectory store: turn %d of '%s' would leave a gap (%d "
+                                       "earlier turns stored)",
+                                       t[0].turn, t[0].episode_id, before);
+    }
+    for (int i = 0; !rc && i < n; i++) {
+        bind_turn(s->replace_turn, &t[i]);
+        rc = run_stmt(s, s->replace_turn, "put turn", err);
+    }
+    if (!rc) {
+        sqlite3_stmt *st = s->delete_after;
+        bind_text(st, 1, t[0].episode_id);
+        sqlite3_bind_int(st, 2, t[n - 1].turn);
+        rc = run_stmt(s, st, "drop later turns", err);
+    }
+    if (!rc)
+        rc = exec(s, "COMMIT", err);
+    if (rc)
+        exec(s, "ROLLBACK", NULL);
+    return rc;
 }
 
 int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *returns, int n,

@@ -17,6 +17,9 @@ struct pk_store {
     sqlite3_stmt *insert_turn;
     sqlite3_stmt *count_turns;
     sqlite3_stmt *finish_episode;
+    sqlite3_stmt *replace_turn; /* pk_store_put_turns */
+    sqlite3_stmt *count_before; /* stored turns numbered below one */
+    sqlite3_stmt *delete_after; /* stored turns numbered above one */
 };
 
 #endif

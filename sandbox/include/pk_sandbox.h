@@ -42,6 +42,9 @@ typedef struct pk_sandbox_opts {
     int n_ro;
     const char *const *rw; /* extra read-write binds (same path inside) */
     int n_rw;
+    const char *const *hide; /* directories inside the binds shown as empty and read-only (a
+                                problem's solutions/); missing ones are skipped */
+    int n_hide;
     const char *workdir;    /* private writable work dir (same path inside), also the cwd; NULL: a
                                fresh temp dir */
     const char *const *env; /* NULL-terminated environment; NULL: a minimal default */

@@ -177,6 +177,13 @@ static void run_op(const sb_child_args *a, const sb_op *op) {
         if (mount("proc", op->dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
             fail(a, "mount proc", op->dst);
         break;
+    case SB_OP_HIDE:
+        if (mount("tmpfs", op->dst, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,nr_inodes=1,mode=0555"))
+            fail(a, "hide", op->dst);
+        if (set_attrs(op->dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0))
+            fail(a, "make hidden path read-only", op->dst);
+        break;
     case SB_OP_PROTECT: {
         struct stat st;
         if (lstat(op->dst, &st))
@@ -295,6 +302,64 @@ static void __attribute__((noreturn)) exec_command(const sb_child_args *a) {
     fail(a, "execve", a->argv[0]);
 }
 
+/* Fields 48-51 of /proc/self/stat (after the parenthesized name): where this process's argv
+ * and environment strings lie. 0 (and b all 0) when they cannot be read. */
+static int arg_env_bounds(unsigned long b[4]) {
+    char buf[2048];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = NULL;
+    for (char *q = buf; *q; q++)
+        if (*q == ')')
+            p = q;
+    if (!p)
+        return 0;
+    /* Field 3 (the state) is token 0 after the name: fields 48-51 are tokens 45-48. */
+    int tok = -1, got = 0;
+    for (p++; *p && got < 4; p++) {
+        if (*p != ' ')
+            continue;
+        tok++;
+        if (tok < 45)
+            continue;
+        unsigned long v = 0;
+        for (char *d = p + 1; *d >= '0' && *d <= '9'; d++)
+            v = v * 10 + (unsigned long)(*d - '0');
+        b[got++] = v;
+    }
+    if (got == 4 && b[0] < b[1] && b[2] <= b[3])
+        return 1;
+    b[0] = b[1] = b[2] = b[3] = 0;
+    return 0;
+}
+
+/* PID 1 is a fork of the server: its argv (data directory, key paths, hook specs, endpoints)
+ * would be the command's /proc/1/cmdline, and its environment /proc/1/environ. Both are
+ * overwritten here (b: from arg_env_bounds, or all 0): cmdline then reads
+ * "pkgym-sandbox-init" (the kernel shows a title that ends before the area does) and environ
+ * reads empty. Only after the command is forked: its argv and environment may point into those
+ * areas (the pkgym sandbox CLI's do). Issue 27, finding 7. */
+static void scrub_server_identity(const unsigned long b[4]) {
+    static const char title[] = "pkgym-sandbox-init";
+    if (b[1] > b[0]) {
+        char *arg = (char *)b[0], *env = (char *)b[2];
+        size_t arg_len = b[1] - b[0], env_len = b[3] - b[2];
+        memset(env, 0, env_len);
+        memset(arg, 0, arg_len);
+        if (arg_len > sizeof title) {
+            memcpy(arg, title, sizeof title);
+            arg[arg_len - 1] = ' '; /* a non-NUL last byte: only the title is shown */
+        }
+    }
+    prctl(PR_SET_NAME, "pkgym-init", 0, 0, 0);
+}
+
 static void close_range_or_loop(unsigned lo, unsigned hi) {
     if (lo > hi)
         return;
@@ -332,17 +397,34 @@ void sb_child_main(const sb_child_args *a) {
         _exit(127); /* the parent gave up before we started */
     close_all_but(a);
     reset_signals();
+    unsigned long bounds[4] = {0, 0, 0, 0};
+    arg_env_bounds(bounds); /* before build_root: the host's /proc is still there */
     build_root(a);
     loopback_up(a);
     if (sethostname("pkgym-sandbox", 13))
         fail(a, "sethostname", NULL);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
+    /* The command starts once PID 1 has scrubbed what it shows of the server. */
+    int scrubbed[2];
+    if (pipe2(scrubbed, O_CLOEXEC))
+        fail(a, "pipe", NULL);
     long cmd = syscall(SYS_clone, (unsigned long)SIGCHLD, 0, 0, 0, 0);
     if (cmd < 0)
         fail(a, "fork command", NULL);
-    if (cmd == 0)
+    if (cmd == 0) {
+        char ready;
+        close(scrubbed[1]);
+        if (read(scrubbed[0], &ready, 1) != 1)
+            _exit(127);
+        close(scrubbed[0]);
         exec_command(a);
+    }
+    close(scrubbed[0]);
+    scrub_server_identity(bounds);
+    if (write(scrubbed[1], "g", 1) != 1)
+        fail(a, "start command", NULL);
+    close(scrubbed[1]);
     close(a->stdin_fd);
     close(a->stdout_fd);
     close(a->stderr_fd);

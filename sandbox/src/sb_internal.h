@@ -23,6 +23,7 @@ typedef enum sb_op_kind {
     SB_OP_PROC,       /* a fresh procfs at dst (the new PID namespace's) */
     SB_OP_PROTECT,    /* bind dst on itself read-only, when it exists (/proc/sys, ...) */
     SB_OP_WRITE_FILE, /* dst created with contents data */
+    SB_OP_HIDE,       /* an empty read-only tmpfs on the existing directory dst */
 } sb_op_kind;
 
 typedef struct sb_op {

@@ -327,6 +327,24 @@ static int add_read_only(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err)
     return PK_OK;
 }
 
+/* Directories the caller keeps out of view inside its binds: each becomes an empty read-only
+ * tmpfs, after the binds it lies in. */
+static int add_hidden(sb_plan *p, const pk_sandbox_opts *opts, pk_error *err) {
+    for (int i = 0; i < opts->n_hide; i++) {
+        char *real = realpath(opts->hide[i], NULL);
+        struct stat st;
+        if (!real)
+            continue; /* nothing there to hide */
+        int rc = PK_OK;
+        if (stat(real, &st) == 0 && S_ISDIR(st.st_mode) && covered(p, real))
+            rc = add_op(p, SB_OP_HIDE, NULL, real, NULL, 1, err);
+        free(real);
+        if (rc)
+            return rc;
+    }
+    return PK_OK;
+}
+
 /* A writable bind must not contain the per-job roots (nor be "/"): it would show the host's
  * temp area, other jobs' roots and work dirs included, writable. */
 static int check_writable(const sb_plan *p, const char *path, pk_error *err) {
@@ -372,6 +390,8 @@ int sb_plan_build(sb_plan *p, const pk_sandbox_opts *opts, const char *workdir, 
         rc = add_read_only(p, opts, err);
     if (!rc)
         rc = add_op(p, SB_OP_WRITE_FILE, NULL, "/etc/hosts", sb_hosts, 0, err);
+    if (!rc)
+        rc = add_hidden(p, opts, err);
     if (!rc)
         rc = check_writable(p, workdir, err);
     if (!rc)

@@ -470,7 +470,8 @@ int pk_sandbox_run(const pk_sandbox_opts *opts, char *const argv[], pk_sandbox_r
     if (!opts || !argv || !argv[0] || !res)
         return pk_error_set(err, PK_ERR_INVALID, "pk_sandbox_run: opts, argv[0] and res needed");
     if (opts->n_gpus < 0 || opts->n_ro < 0 || opts->n_rw < 0 || (opts->n_gpus && !opts->gpus) ||
-        (opts->n_ro && !opts->ro) || (opts->n_rw && !opts->rw))
+        (opts->n_ro && !opts->ro) || (opts->n_rw && !opts->rw) || opts->n_hide < 0 ||
+        (opts->n_hide && !opts->hide))
         return pk_error_set(err, PK_ERR_INVALID, "pk_sandbox_run: bad list arguments");
     memset(res, 0, sizeof *res);
     sb_job j;

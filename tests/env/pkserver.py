@@ -29,7 +29,8 @@ def keygen(base):
 
 
 class Server:
-    def __init__(self, *extra, curve=False, data_dir=None, endpoint=None):
+    def __init__(self, *extra, curve=False, data_dir=None, endpoint=None, prefix=()):
+        """prefix: a command the server runs under (e.g. nsenter into a namespace)."""
         self.tmp = tempfile.mkdtemp(prefix="pkgym-env-test-")
         self.data_dir = data_dir or os.path.join(self.tmp, "data")
         self.curve_keys = None
@@ -50,7 +51,7 @@ class Server:
         else:
             self.endpoint = self.fixed_endpoint or f"ipc://{self.tmp}/server.sock"
             bind = ["--bind", self.endpoint]
-        args = [pkgym, "serve", *bind, "--data-dir", self.data_dir]
+        args = [*prefix, pkgym, "serve", *bind, "--data-dir", self.data_dir]
         build = os.environ.get("PK_BUILD_DIR")
         if build:
             args += ["--modules", os.path.join(build, "problems", "modules")]

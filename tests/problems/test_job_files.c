@@ -121,6 +121,46 @@ static void test_job_files_private(void **state) {
     pk_problem_set_free(set);
 }
 
+/* Issue 27, finding 7: the problems' solutions/ are out of every job sandbox's view. A candidate
+ * that includes the reference solution by its absolute path compiled (and was scored correct)
+ * while the sandbox showed the whole problems tree; now the file is not there, nor any other
+ * problem's directory. */
+static void test_solutions_hidden(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &set, &err), PK_OK);
+    const pk_problem *scale = pk_problem_set_find(set, "selftest/scale");
+    assert_non_null(scale);
+    char base[] = "/tmp/pk-test-job-hide-XXXXXX", root[300];
+    assert_non_null(mkdtemp(base));
+    snprintf(root, sizeof root, "%s/jobs", base);
+    pk_eval_opts o;
+    pk_eval_opts_default(&o);
+    o.work_root = root;
+    o.skip_timing = 1;
+    o.trials = 1;
+    o.seed = 3;
+    static const char *const srcs[] = {
+        "#include \"" PK_TEST_PROBLEMS "/selftest/scale/solutions/correct.cu\"\n/* solution */\n",
+        "#include \"" PK_TEST_PROBLEMS "/selftest/allgather/meta.json\"\n/* solution */\n"};
+    for (size_t i = 0; i < sizeof srcs / sizeof *srcs; i++) {
+        pk_eval_result res;
+        pk_eval_result_init(&res);
+        assert_int_equal(pk_harness_evaluate(scale, srcs[i], &o, &res, &err), PK_OK);
+        printf("including %s: %s\n", i ? "another problem's file" : "the reference solution",
+               pk_status_name(res.status));
+        assert_int_equal(res.status, PK_STATUS_COMPILE_ERROR);
+        assert_non_null(res.compile_log);
+        assert_non_null(strstr(res.compile_log, "No such file"));
+        pk_eval_result_free(&res);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    pk_problem_set_free(set);
+}
+
 /* A jobs root that another user owns is refused: its owner could swap our jobs' files. As
  * root the test makes one (owned by nobody); as any other user, / is owned by someone else. */
 static void test_foreign_jobs_root_refused(void **state) {
@@ -252,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_job_files_private),
         cmocka_unit_test(test_foreign_jobs_root_refused),
         cmocka_unit_test(test_markers_never_followed),
+        cmocka_unit_test(test_solutions_hidden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -470,6 +470,36 @@ typedef struct writer_arg {
 } writer_arg;
 
 /* One connection per thread, as the server does; the busy timeout serializes the commits. */
+/* pk_store_put_turns never leaves a gap (issue 27, finding 5): a turn after a missing one is
+ * refused with nothing written; turns sent again are replaced; later rows are dropped. */
+static void put_turns_keeps_turns_contiguous(void **state) {
+    pk_store *s = NULL;
+    pk_error err;
+    assert_int_equal(pk_store_open(db_path(state), &s, &err), PK_OK);
+    pk_episode_row e = {.episode_id = "ep", .problem_id = "p", .seed = 1, .max_turns = 8};
+    assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_OK);
+    pk_turn_row t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = (pk_turn_row){.episode_id = "ep",
+                             .turn = i + 1,
+                             .action = i == 1 ? "second" : "other",
+                             .status = PK_STATUS_FORMAT_ERROR};
+    assert_int_equal(pk_store_put_turns(s, &t[0], 1, &err), PK_OK);
+    assert_int_equal(pk_store_put_turns(s, &t[2], 1, &err), PK_ERR_INVALID); /* 2 missing */
+    assert_non_null(strstr(err.message, "gap"));
+    expect_query(db_path(state), "SELECT group_concat(turn) FROM turns", "1");
+    assert_int_equal(pk_store_put_turns(s, &t[1], 3, &err), PK_OK); /* 2..4 at once */
+    expect_query(db_path(state), "SELECT group_concat(turn) FROM turns", "1,2,3,4");
+    t[1].action = "second, again";
+    assert_int_equal(pk_store_put_turns(s, &t[1], 1, &err), PK_OK);
+    expect_query(db_path(state), "SELECT group_concat(turn) FROM turns", "1,2");
+    expect_query(db_path(state), "SELECT action FROM turns WHERE turn = 2", "second, again");
+    pk_turn_row other = {.episode_id = "ep", .turn = 5, .status = PK_STATUS_FORMAT_ERROR};
+    pk_turn_row pair[2] = {t[2], other}; /* not consecutive */
+    assert_int_equal(pk_store_put_turns(s, pair, 2, &err), PK_ERR_INVALID);
+    pk_store_close(s);
+}
+
 static void *writer_thread(void *p) {
     writer_arg *w = p;
     pk_store *s = NULL;
@@ -512,6 +542,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(migrates_version_1, setup, teardown),
         cmocka_unit_test_setup_teardown(kill9_loses_only_steps_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers, setup, teardown),
+        cmocka_unit_test_setup_teardown(put_turns_keeps_turns_contiguous, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

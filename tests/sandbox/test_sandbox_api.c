@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -227,6 +228,55 @@ static void extra_ro_is_visible_read_only(void **state) {
     rmdir(dir);
 }
 
+/* Issue 27, finding 7: PID 1 of the sandbox is a fork of the caller (the server), and its
+ * /proc/1/cmdline was the caller's argv (data directory, key paths, hook specs). Now it reads
+ * only a title, its environment nothing, and its name is no longer the caller's. */
+static const char *self_path = "test_sandbox_api"; /* argv[0] */
+
+static void pid1_shows_nothing_of_the_caller(void **state) {
+    (void)state;
+    const char *self = self_path;
+    pk_sandbox_opts o = {0};
+    pk_sandbox_result r = run_sh(&o, "tr '\\0' '|' < /proc/1/cmdline; echo; cat /proc/1/comm;"
+                                     "tr '\\0' '\\n' < /proc/1/environ 2>/dev/null | grep -c =");
+    assert_int_equal(r.status, PK_SB_EXIT); /* grep -c found nothing */
+    printf("PID 1: %s", r.out);
+    assert_string_equal(r.out, "pkgym-sandbox-init|\npkgym-init\n0\n");
+    const char *base = strrchr(self, '/');
+    assert_null(strstr(r.out, base ? base + 1 : self));
+    pk_sandbox_result_free(&r);
+}
+
+/* opts.hide: a directory inside a read-only bind shown empty and read-only, the rest of the
+ * bind as it is (issue 27, finding 7: the problems' solutions/). */
+static void hidden_dirs_are_empty(void **state) {
+    (void)state;
+    char dir[] = "/tmp/pk-sb-hide-XXXXXX", sol[64], keep[64], secret[96], cmd[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(sol, sizeof sol, "%s/solutions", dir);
+    snprintf(keep, sizeof keep, "%s/meta.json", dir);
+    snprintf(secret, sizeof secret, "%s/correct.cu", sol);
+    assert_int_equal(mkdir(sol, 0755), 0);
+    pk_error err;
+    assert_int_equal(pk_write_file(secret, "secret", 6, &err), PK_OK);
+    assert_int_equal(pk_write_file(keep, "{}", 2, &err), PK_OK);
+    const char *ro[] = {dir}, *hide[] = {sol, "/nonexistent/solutions"};
+    pk_sandbox_opts o = {.ro = ro, .n_ro = 1, .hide = hide, .n_hide = 2};
+    snprintf(cmd, sizeof cmd,
+             "cat %s; echo; ls -A %s | wc -l; cat %s 2>/dev/null || echo unreadable;"
+             "touch %s/x 2>/dev/null || echo read-only",
+             keep, sol, secret, sol);
+    pk_sandbox_result r = run_sh(&o, cmd);
+    assert_int_equal(r.status, PK_SB_OK);
+    assert_string_equal(r.out, "{}\n0\nunreadable\nread-only\n");
+    pk_sandbox_result_free(&r);
+    o.n_hide = 0; /* the control: without hide the file is there */
+    r = run_sh(&o, cmd);
+    assert_non_null(strstr(r.out, "secret"));
+    pk_sandbox_result_free(&r);
+    pk_rm_rf(dir);
+}
+
 static void json_is_valid_and_complete(void **state) {
     (void)state;
     pk_sandbox_result r;
@@ -261,7 +311,9 @@ static void json_is_valid_and_complete(void **state) {
     assert_string_equal(pk_sb_status_name((pk_sb_status)99), "unknown");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 0)
+        self_path = argv[0];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bad_arguments_are_errors),
         cmocka_unit_test(exit_code_and_streams),
@@ -274,6 +326,8 @@ int main(void) {
         cmocka_unit_test(missing_paths_are_setup_errors),
         cmocka_unit_test(extra_ro_is_visible_read_only),
         cmocka_unit_test(json_is_valid_and_complete),
+        cmocka_unit_test(pid1_shows_nothing_of_the_caller),
+        cmocka_unit_test(hidden_dirs_are_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
