@@ -17,11 +17,12 @@ static void usage(void) {
             "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
             "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup] [--lock-exit]\n"
-            "  [--lock-dir DIR --lock-ids 0,1]\n");
+            "  [--lock-dir DIR --lock-ids 0,1] [--regime NAME]\n");
 }
 
 static int parse(int argc, char **argv, rn_opts *o) {
     memset(o, 0, sizeof *o);
+    o->regime = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const char **str = !strcmp(a, "--problem-dir")    ? &o->problem_dir
@@ -61,6 +62,10 @@ static int parse(int argc, char **argv, rn_opts *o) {
         } else if (!strcmp(a, "--lock-ids") && v) {
             o->n_lock_ids = rn_gpu_lock_ids_parse(argv[++i], o->lock_ids, RN_LOCK_MAX);
             if (o->n_lock_ids < 0)
+                return -1;
+        } else if (!strcmp(a, "--regime") && v) {
+            o->regime = pk_regime_from_name(argv[++i]);
+            if (o->regime < 0)
                 return -1;
         } else if (!strcmp(a, "--reference-as-candidate")) {
             o->reference_as_candidate = 1;

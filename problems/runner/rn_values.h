@@ -10,13 +10,57 @@
 
 #include "pk_splitmix.h"
 
-/* An argument's generator with its integer bounds evaluated (pk_gen_spec at one size). */
+/* An argument's generator with its integer bounds evaluated (pk_gen_spec at one size), and the
+ * regime of one call (pk_regime) with its parameters, drawn per step and call key (rank.c). */
 typedef struct rn_gen {
     int kind; /* pk_gen_kind */
     double a, b;
     long long lo, hi; /* int: [lo, hi]; index: [0, hi) */
     uint64_t offset;  /* element i is drawn as element offset + i (sharded scope) */
+    int regime;       /* pk_regime; PK_REGIME_IID leaves the draw as it is */
+    int shift_ok;     /* normal generators only: offsets and sign changes keep no constraint */
+    double scale;     /* the call's overall scale (rank: this rank's) */
+    double shift;     /* rank: this rank's offset; cancel: the sign of this rank's terms */
+    double p, amp;    /* heavy: outlier share and factor; peaked: peak share and height; cancel:
+                         the cancelling terms' size */
+    uint64_t rkey;    /* this rank's stream of row, column and element factors */
+    uint64_t ckey;    /* row: column factors; heavy: outliers; cancel: the stream all ranks
+                         share (the others are this rank's) */
+    uint64_t row_len; /* elements per row */
 } rn_gen;
+
+/* A standard normal from two uniforms of stream `key` at slot j (Box-Muller). */
+static inline PK_HD double rn_std_normal(uint64_t key, uint64_t j) {
+    double u1 = pk_splitmix_unit(key + 2 * j), u2 = pk_splitmix_unit(key + 2 * j + 1);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Shapes draw v of (global) element i by the call's regime. Factors are positive, so a
+ * non-negative generator stays non-negative; only normal generators get offsets and signs. */
+static inline PK_HD double rn_regime_apply(const rn_gen *g, double v, uint64_t i) {
+    switch (g->regime) {
+    case 1: /* rank */
+        return g->scale * v + (g->shift_ok ? g->shift : 0.0);
+    case 2: /* row: 2^-3..2^3 per row times 2^-2..2^2 per column */
+        return g->scale * v *
+               exp2(6.0 * pk_splitmix_unit(g->rkey + i / g->row_len) - 3.0 +
+                    4.0 * pk_splitmix_unit(g->ckey + i % g->row_len) - 2.0);
+    case 3: { /* heavy: a log-normal factor per element, outliers amp times larger */
+        double f = exp(0.75 * rn_std_normal(g->rkey, i));
+        if (pk_splitmix_unit(g->ckey + i) <= g->p)
+            f *= g->amp;
+        return g->scale * f * v;
+    }
+    case 4: /* peaked: a share p of the entries raised by amp */
+        return g->scale * v + (pk_splitmix_unit(g->rkey + i) <= g->p ? g->amp : 0.0);
+    case 5: /* cancel: terms of size amp, opposite on ranks 2k, 2k+1 and elements 2j, 2j+1 */
+        if (!g->shift_ok)
+            return g->scale * v;
+        return g->shift * (i & 1 ? -1.0 : 1.0) * g->amp * rn_std_normal(g->ckey, i >> 1) + v;
+    default:
+        return v;
+    }
+}
 
 /* Element i of the stream `key`, as a double (integers are exact up to 2^53). */
 static inline PK_HD double rn_gen_value(const rn_gen *g, int integer, uint64_t key, size_t i) {
@@ -25,10 +69,11 @@ static inline PK_HD double rn_gen_value(const rn_gen *g, int integer, uint64_t k
     case 0: { /* normal: Box-Muller from two independent uniforms */
         double u1 = pk_splitmix_unit(key + 2 * (uint64_t)i);
         double u2 = pk_splitmix_unit(key + 2 * (uint64_t)i + 1);
-        return g->a + g->b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+        return rn_regime_apply(g, g->a + g->b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2),
+                               i);
     }
     case 1: /* uniform */
-        return g->a + (g->b - g->a) * pk_splitmix_unit(key + i);
+        return rn_regime_apply(g, g->a + (g->b - g->a) * pk_splitmix_unit(key + i), i);
     case 2: { /* lattice: k/16, k in [-16, 16]; sums of 8 stay exact in bf16 */
         int k = (int)(pk_splitmix64(key + i) % 33) - 16;
         return integer ? (double)k : k / 16.0;
