@@ -33,11 +33,12 @@ typedef enum pk_gen_scope { PK_GEN_PER_RANK = 0, PK_GEN_REPLICATED, PK_GEN_SHARD
 /* Input regimes (docs/problems.md, "Input regimes"): how a floating-point input's draw is
  * shaped in one call. Each call key draws one of its argument's allowed regimes, secretly per
  * step, so that no statistic of PKB's i.i.d. N(0, 1) inputs (a shard standing in for the
- * whole, part of the data for all of it, an expected norm, a fixed threshold) is right. */
+ * whole, part of the data for all of it, an expected norm, a fixed threshold) is right. Every
+ * regime but iid also scales each rank differently (2^-2..2^2, ranks apart). */
 typedef enum pk_regime {
     PK_REGIME_IID = 0, /* the generator as written (PKB's inputs) */
     PK_REGIME_RANK,    /* a scale (2^-4..2^4, ranks apart) and an offset per rank */
-    PK_REGIME_ROW,     /* a scale per row (2^-3..2^3) times one per column (feature, expert) */
+    PK_REGIME_ROW,     /* scales that ramp over the rows and the columns (feature, expert) */
     PK_REGIME_HEAVY,   /* heavy tails (a log-normal factor per element) and rare outliers */
     PK_REGIME_PEAKED,  /* a few large positive entries per row (dominant logits) */
     PK_REGIME_CANCEL,  /* large terms that cancel across rank pairs and element pairs */

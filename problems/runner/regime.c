@@ -66,15 +66,22 @@ void rn_gen_for_call(const rank_state *rs, int key, int arg, rn_gen *g) {
     g->row_len = rs->sz.row_len[arg] > 0 ? (uint64_t)rs->sz.row_len[arg] : 1;
     g->rkey = pk_splitmix64(mine + 1);
     g->ckey = pk_splitmix64(mine + 2);
-    g->scale = exp2(4.0 * unit_of(mine, 3) - 2.0); /* no fixed norm: 2^-2..2^2 per call */
+    g->n_rows = (uint64_t)rs->sz.counts[arg] / g->row_len;
+    /* No fixed norm, and no rank's shard standing for another's in any regime: each rank's
+     * scale is drawn per call, 2^-2..2^2, ranks at least 2^(2/W) apart. */
+    g->scale = exp2(rank_exponent(base, rank, rs->g->world) / 2);
     switch (g->regime) {
     case PK_REGIME_RANK:
         g->scale = exp2(rank_exponent(base, rank, rs->g->world));
         g->shift = g->scale * spread * (4.0 * unit_of(mine, 4) - 2.0);
         break;
+    case PK_REGIME_ROW: /* 2 to 4 octaves each way, up or down */
+        g->ramp_r = (2.0 + 2.0 * unit_of(mine, 11)) * (unit_of(mine, 12) < 0.5 ? -1 : 1);
+        g->ramp_c = (2.0 + 2.0 * unit_of(mine, 13)) * (unit_of(mine, 14) < 0.5 ? -1 : 1);
+        break;
     case PK_REGIME_HEAVY:
-        g->p = pow(10.0, -4.0 + 2.0 * unit_of(mine, 5)); /* 1e-4..1e-2 of the elements */
-        g->amp = exp2(4.0 + unit_of(mine, 6));           /* 16..32 times larger */
+        g->p = pow(10.0, -6.0 + 4.0 * unit_of(mine, 5)); /* 1e-6..1e-2 of the elements */
+        g->amp = exp2(4.0 + 2.0 * unit_of(mine, 6));     /* 16..64 times larger */
         break;
     case PK_REGIME_PEAKED: /* 1 to 4 peaks per row, 6 to 12 spreads high */
         g->p = (1.0 + 3.0 * unit_of(base, 7)) / (double)g->row_len;

@@ -27,6 +27,8 @@ typedef struct rn_gen {
     uint64_t ckey;    /* row: column factors; heavy: outliers; cancel: the stream all ranks
                          share (the others are this rank's) */
     uint64_t row_len; /* elements per row */
+    uint64_t n_rows;  /* rows of the argument on this rank (count / row_len) */
+    double ramp_r, ramp_c; /* row: octaves the scale climbs over the rows and the columns */
 } rn_gen;
 
 /* A standard normal from two uniforms of stream `key` at slot j (Box-Muller). */
@@ -41,15 +43,21 @@ static inline PK_HD double rn_regime_apply(const rn_gen *g, double v, uint64_t i
     switch (g->regime) {
     case 1: /* rank */
         return g->scale * v + (g->shift_ok ? g->shift : 0.0);
-    case 2: /* row: 2^-3..2^3 per row times 2^-2..2^2 per column */
+    case 2: { /* row: a ramp of ramp_r octaves over the rows and ramp_c over the columns (so no
+                 prefix stands for the whole), and a factor in 2^-1..2^1 per row and column */
+        uint64_t row = i / g->row_len, col = i % g->row_len;
+        double y = g->n_rows > 1 ? (double)row / (double)(g->n_rows - 1) - 0.5 : 0.0;
+        double x = g->row_len > 1 ? (double)col / (double)(g->row_len - 1) - 0.5 : 0.0;
         return g->scale * v *
-               exp2(6.0 * pk_splitmix_unit(g->rkey + i / g->row_len) - 3.0 +
-                    4.0 * pk_splitmix_unit(g->ckey + i % g->row_len) - 2.0);
-    case 3: { /* heavy: a log-normal factor per element, outliers amp times larger */
+               exp2(g->ramp_r * y + g->ramp_c * x + 2.0 * pk_splitmix_unit(g->rkey + row) +
+                    2.0 * pk_splitmix_unit(g->ckey + col) - 2.0);
+    }
+    case 3: { /* heavy: a log-normal factor per element, outliers amp times larger, at most
+                 2^11 (an f16 input stays finite) */
         double f = exp(0.75 * rn_std_normal(g->rkey, i));
         if (pk_splitmix_unit(g->ckey + i) <= g->p)
             f *= g->amp;
-        return g->scale * f * v;
+        return fmin(g->scale * f, 2048.0) * v;
     }
     case 4: /* peaked: a share p of the entries raised by amp */
         return g->scale * v + (pk_splitmix_unit(g->rkey + i) <= g->p ? g->amp : 0.0);

@@ -105,31 +105,34 @@ static int trial_of(fixture *f, int arg, int want) {
     return -1;
 }
 
-/* Rank scales: any two ranks at least 2^(4/W) apart (no shard stands for another's), within
- * 2^-4..2^4. */
+/* Rank scales: in the rank regime any two ranks at least 2^(4/W) apart (no shard stands for
+ * another's), within 2^-4..2^4; in every other regime but iid 2^(2/W) apart, within 2^-2..2^2. */
 static void rank_scales_keep_ranks_apart(void **state) {
     (void)state;
     static fixture f;
     const int worlds[] = {2, 4, 8};
-    for (int wi = 0; wi < 3; wi++)
-        for (uint64_t seed = 1; seed <= 100; seed++) {
-            int world = worlds[wi];
-            double scale[8];
-            int t = -1;
-            for (int r = 0; r < world; r++) {
-                fixture_make(&f, seed, r, world);
-                if (t < 0)
-                    t = trial_of(&f, 0, PK_REGIME_RANK);
-                rn_gen g;
-                rn_gen_for_call(&f.rs, t, 0, &g);
-                assert_int_equal(g.regime, PK_REGIME_RANK);
-                scale[r] = g.scale;
-                assert_true(scale[r] >= 1.0 / 16 && scale[r] <= 16);
+    const int regimes[] = {PK_REGIME_RANK, PK_REGIME_ROW, PK_REGIME_HEAVY, PK_REGIME_PEAKED};
+    for (int ri = 0; ri < 4; ri++)
+        for (int wi = 0; wi < 3; wi++)
+            for (uint64_t seed = 1; seed <= 100; seed++) {
+                int world = worlds[wi], span = regimes[ri] == PK_REGIME_RANK ? 4 : 2;
+                double scale[8];
+                int t = -1;
+                for (int r = 0; r < world; r++) {
+                    fixture_make(&f, seed, r, world);
+                    if (t < 0)
+                        t = trial_of(&f, 0, regimes[ri]);
+                    rn_gen g;
+                    rn_gen_for_call(&f.rs, t, 0, &g);
+                    assert_int_equal(g.regime, regimes[ri]);
+                    scale[r] = g.scale;
+                    assert_true(fabs(log2(scale[r])) <= span);
+                }
+                for (int a = 0; a < world; a++)
+                    for (int b = a + 1; b < world; b++)
+                        assert_true(fabs(log2(scale[a]) - log2(scale[b])) >=
+                                    span / (double)world - 1e-9);
             }
-            for (int a = 0; a < world; a++)
-                for (int b = a + 1; b < world; b++)
-                    assert_true(fabs(log2(scale[a]) - log2(scale[b])) >= 4.0 / world - 1e-9);
-        }
 }
 
 /* What the regimes do to values: a replicated input is the same on every rank; a
@@ -156,7 +159,7 @@ static void regimes_shape_values(void **state) {
             for (int i = 0; i < N_ELEMS; i++)
                 assert_true(a[i] >= 0 && isfinite(a[i]));
         }
-    /* Per-row scales: row RMS spread far beyond the iid draw's (~9% for 64 elements). */
+    /* Row scales: row RMS spread far beyond the iid draw's (~9% for 64 elements). */
     fixture_make(&f0, 99, 0, 2);
     rn_gen g;
     rn_gen_for_call(&f0.rs, trial_of(&f0, 0, PK_REGIME_ROW), 0, &g);
@@ -169,7 +172,7 @@ static void regimes_shape_values(void **state) {
         lo = fmin(lo, ss);
         hi = fmax(hi, ss);
     }
-    assert_true(hi / lo > 16); /* rows 2^-3..2^3 apart in scale */
+    assert_true(hi / lo > 16); /* rows ramp 2 to 4 octaves apart, 2^-1..2^1 each */
     /* Heavy tails: the largest |value| far above an N(0, s) sample's ~4 s. */
     rn_gen_for_call(&f0.rs, trial_of(&f0, 0, PK_REGIME_HEAVY), 0, &g);
     be.generate(&be, a, PK_DTYPE_F32, N_ELEMS, rn_stream_key(99, 1, 0, 0), &g);
