@@ -41,7 +41,8 @@ typedef enum pk_regime {
     PK_REGIME_ROW,     /* scales that ramp over the rows and the columns (feature, expert) */
     PK_REGIME_HEAVY,   /* heavy tails (a log-normal factor per element) and rare outliers */
     PK_REGIME_PEAKED,  /* a few large positive entries per row (dominant logits) */
-    PK_REGIME_CANCEL,  /* large terms that cancel across rank pairs and element pairs */
+    /* (row, heavy and peaked all ramp their scale over the rows and the columns) */
+    PK_REGIME_CANCEL, /* large terms that cancel across rank pairs and element pairs */
     PK_REGIME_COUNT
 } pk_regime;
 

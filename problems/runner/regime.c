@@ -70,14 +70,14 @@ void rn_gen_for_call(const rank_state *rs, int key, int arg, rn_gen *g) {
     /* No fixed norm, and no rank's shard standing for another's in any regime: each rank's
      * scale is drawn per call, 2^-2..2^2, ranks at least 2^(2/W) apart. */
     g->scale = exp2(rank_exponent(base, rank, rs->g->world) / 2);
+    /* row, heavy, peaked: the ramp climbs 2 to 4 octaves over the rows and over the columns,
+     * up or down */
+    g->ramp_r = (2.0 + 2.0 * unit_of(mine, 11)) * (unit_of(mine, 12) < 0.5 ? -1 : 1);
+    g->ramp_c = (2.0 + 2.0 * unit_of(mine, 13)) * (unit_of(mine, 14) < 0.5 ? -1 : 1);
     switch (g->regime) {
     case PK_REGIME_RANK:
         g->scale = exp2(rank_exponent(base, rank, rs->g->world));
         g->shift = g->scale * spread * (4.0 * unit_of(mine, 4) - 2.0);
-        break;
-    case PK_REGIME_ROW: /* 2 to 4 octaves each way, up or down */
-        g->ramp_r = (2.0 + 2.0 * unit_of(mine, 11)) * (unit_of(mine, 12) < 0.5 ? -1 : 1);
-        g->ramp_c = (2.0 + 2.0 * unit_of(mine, 13)) * (unit_of(mine, 14) < 0.5 ? -1 : 1);
         break;
     case PK_REGIME_HEAVY:
         g->p = pow(10.0, -6.0 + 4.0 * unit_of(mine, 5)); /* 1e-6..1e-2 of the elements */
