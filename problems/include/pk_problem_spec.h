@@ -37,7 +37,7 @@ typedef enum pk_gen_scope { PK_GEN_PER_RANK = 0, PK_GEN_REPLICATED, PK_GEN_SHARD
  * regime but iid also scales each rank differently (2^-2..2^2, ranks apart). */
 typedef enum pk_regime {
     PK_REGIME_IID = 0, /* the generator as written (PKB's inputs) */
-    PK_REGIME_RANK,    /* a scale (2^-4..2^4, ranks apart) and an offset per rank */
+    PK_REGIME_RANK,    /* a small scale (2^-8..2^-2, ranks apart) and an offset per rank */
     PK_REGIME_ROW,     /* scales that ramp over the rows and the columns (feature, expert) */
     PK_REGIME_HEAVY,   /* heavy tails (a log-normal factor per element) and rare outliers */
     PK_REGIME_PEAKED,  /* a few large positive entries per row (dominant logits) */

@@ -38,9 +38,9 @@ int rn_regime_of(const rank_state *rs, int key, int arg) {
     return allowed[pick % (uint64_t)n];
 }
 
-/* Rank r's scale exponent in the rank regime: the ranks take the W levels of [-4, 4] in a
- * secret order, each jittered within the middle half of its level, so any two ranks' scales
- * differ by at least 2^(4/W) (4x at W = 2). */
+/* Rank r's scale exponent: the ranks take the W levels of [-4, 4] in a secret order, each
+ * jittered within the middle half of its level, so any two ranks' exponents differ by at least
+ * 4/W (halved by the callers: 2^(2/W) apart in scale). */
 static double rank_exponent(uint64_t base, int rank, int world) {
     uint64_t mine = pk_splitmix64(base + 101 + (uint64_t)rank);
     int pos = 0;
@@ -75,8 +75,10 @@ void rn_gen_for_call(const rank_state *rs, int key, int arg, rn_gen *g) {
     g->ramp_r = (2.0 + 2.0 * unit_of(mine, 11)) * (unit_of(mine, 12) < 0.5 ? -1 : 1);
     g->ramp_c = (2.0 + 2.0 * unit_of(mine, 13)) * (unit_of(mine, 14) < 0.5 ? -1 : 1);
     switch (g->regime) {
-    case PK_REGIME_RANK:
-        g->scale = exp2(rank_exponent(base, rank, rs->g->world));
+    case PK_REGIME_RANK: /* small: every rank 2^-8..2^-2 (ranks 2^(2/W) apart), so no value
+                            reaches a threshold fixed for N(0, 1) data; the others reach 2^4 */
+        g->scale =
+            exp2(rank_exponent(base, rank, rs->g->world) / 2 - 6.0 + 2.0 * unit_of(base, 15));
         g->shift = g->scale * spread * (4.0 * unit_of(mine, 4) - 2.0);
         break;
     case PK_REGIME_HEAVY:
