@@ -2,7 +2,8 @@
 # Compiles every GPU problem's correct and wrong solutions (problems/*/*/ with "device": "gpu")
 # with the harness's nvcc flags (problems/src/compile.c) but host -O0, which changes no
 # diagnostics and saves CI time, and each problem.cu as a module unless the build already made
-# it. No GPU needed. PK_COLL_COMPILE_ALL=1 also compiles the hostile submissions.
+# it. No GPU needed. PK_COLL_COMPILE_ALL=1 also compiles the hostile submissions and the
+# shortcut twins (issue #26).
 set -u
 : "${PK_SOURCE_DIR:?set by ctest}" "${PK_BUILD_DIR:?set by ctest}"
 NVCC=${PK_NVCC:-/usr/local/cuda/bin/nvcc}
@@ -25,7 +26,7 @@ for dir in "$PK_SOURCE_DIR"/problems/*/*/; do
         printf 'candidate\t%s\n' "$f"
     done
     if [ "${PK_COLL_COMPILE_ALL:-0}" = 1 ]; then
-        for f in "$dir"solutions/hostile_*.cu; do
+        for f in "$dir"solutions/hostile_*.cu "$dir"solutions/shortcut_*.cu; do
             [ -e "$f" ] && printf 'candidate\t%s\n' "$f"
         done
     fi
