@@ -39,7 +39,7 @@ typedef enum pk_regime {
     PK_REGIME_IID = 0, /* the generator as written (PKB's inputs) */
     PK_REGIME_RANK,    /* a small scale (2^-8..2^-2, ranks apart) and an offset per rank */
     PK_REGIME_ROW,     /* scales that ramp over the rows and the columns (feature, expert) */
-    PK_REGIME_HEAVY,   /* heavy tails (a log-normal factor per element) and rare outliers */
+    PK_REGIME_HEAVY,   /* heavy tails (a factor per element, tail ~1/f^2) and rare outliers */
     PK_REGIME_PEAKED,  /* a few large positive entries per row (dominant logits) */
     /* (row, heavy and peaked all ramp their scale over the rows and the columns) */
     PK_REGIME_CANCEL, /* large terms that cancel across rank pairs and element pairs */

@@ -37,13 +37,14 @@ static inline PK_HD double rn_std_normal(uint64_t key, uint64_t j) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* The row, heavy and peaked regimes' ramp: the scale climbs ramp_r octaves over the rows and
- * ramp_c over the columns, so that no prefix of the rows or of a row stands for the whole. */
-static inline PK_HD double rn_ramp(const rn_gen *g, uint64_t i) {
+/* The row, heavy and peaked regimes' ramp, as an exponent of 2: the scale climbs ramp_r octaves
+ * over the rows and ramp_c over the columns, so that no prefix of the rows or of a row stands
+ * for the whole. (One exp2 per element: generation is on every call's path.) */
+static inline PK_HD double rn_ramp_log2(const rn_gen *g, uint64_t i) {
     const uint64_t row = i / g->row_len, col = i % g->row_len;
     double y = g->n_rows > 1 ? (double)row / (double)(g->n_rows - 1) - 0.5 : 0.0;
     double x = g->row_len > 1 ? (double)col / (double)(g->row_len - 1) - 0.5 : 0.0;
-    return exp2(g->ramp_r * y + g->ramp_c * x);
+    return g->ramp_r * y + g->ramp_c * x;
 }
 
 /* Shapes draw v of (global) element i by the call's regime. Factors are positive, so a
@@ -53,18 +54,19 @@ static inline PK_HD double rn_regime_apply(const rn_gen *g, double v, uint64_t i
     case 1: /* rank */
         return g->scale * v + (g->shift_ok ? g->shift : 0.0);
     case 2: /* row: the ramp, and a factor in 2^-1..2^1 per row and per column */
-        return g->scale * rn_ramp(g, i) * v *
-               exp2(2.0 * pk_splitmix_unit(g->rkey + i / g->row_len) +
+        return g->scale * v *
+               exp2(rn_ramp_log2(g, i) + 2.0 * pk_splitmix_unit(g->rkey + i / g->row_len) +
                     2.0 * pk_splitmix_unit(g->ckey + i % g->row_len) - 2.0);
-    case 3: { /* heavy: a log-normal factor per element, outliers amp times larger (the factor at
-                 most 2^11: an f16 input stays finite), on the ramp */
-        double f = exp(0.75 * rn_std_normal(g->rkey, i));
+    case 3: { /* heavy: a factor per element with a tail like 1/f^2 (0.24..16, mean square ~4),
+                 outliers amp times larger, the factor at most 2^11 (an f16 input stays finite),
+                 on the ramp */
+        double f = 1.0 / (4.0 * pk_splitmix_unit(g->rkey + i) + 0.0625);
         if (pk_splitmix_unit(g->ckey + i) <= g->p)
             f *= g->amp;
-        return fmin(g->scale * f, 2048.0) * rn_ramp(g, i) * v;
+        return fmin(g->scale * f, 2048.0) * exp2(rn_ramp_log2(g, i)) * v;
     }
     case 4: /* peaked: a share p of the entries raised by amp, on the ramp */
-        return g->scale * rn_ramp(g, i) * v +
+        return g->scale * exp2(rn_ramp_log2(g, i)) * v +
                (pk_splitmix_unit(g->rkey + i) <= g->p ? g->amp : 0.0);
     case 5: /* cancel: terms of size amp, opposite on ranks 2k, 2k+1 and elements 2j, 2j+1 */
         if (!g->shift_ok)
