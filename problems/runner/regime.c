@@ -66,7 +66,10 @@ void rn_gen_for_call(const rank_state *rs, int key, int arg, rn_gen *g) {
     g->row_len = rs->sz.row_len[arg] > 0 ? (uint64_t)rs->sz.row_len[arg] : 1;
     g->rkey = pk_splitmix64(mine + 1);
     g->ckey = pk_splitmix64(mine + 2);
-    g->n_rows = (uint64_t)rs->sz.counts[arg] / g->row_len;
+    /* Rows of the whole tensor: a sharded argument's element indices are global. */
+    const pk_gen_scope scope = rs->p->args[arg].gen.scope;
+    g->n_rows =
+        (uint64_t)rs->sz.counts[arg] * (scope == PK_GEN_SHARDED ? rs->g->world : 1) / g->row_len;
     /* No fixed norm, and no rank's shard standing for another's in any regime: each rank's
      * scale is drawn per call, 2^-2..2^2, ranks at least 2^(2/W) apart. */
     g->scale = exp2(rank_exponent(base, rank, rs->g->world) / 2);
