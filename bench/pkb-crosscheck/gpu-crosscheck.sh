@@ -28,18 +28,22 @@ for a in "$here"/adapters/[!_]*.py; do # _*.py: shared helpers
     grep -q '"device": *"host"' "$root/problems/$problem/meta.json" && kind=cpu
     echo "$problem" >>"$work/$kind"
 done
+# XC_REGIME: iid (default, PKB's own inputs), all (each trial its secret regime: the calibration
+# of tolerances on the regimes, with XC_TRIALS=5), or one regime's name.
+regime=${XC_REGIME:-iid}
+regime_opt=$([ "$regime" = all ] || echo "--regime $regime")
 dump_one() { # problem -> dump dir, or a line saying why not
     local problem=$1 dir="$work/dump-${1//\//_}"
     mkdir -p "$dir"
     "$pkgym" check --problem "$problem" --reference --skip-timing --world-size "$world" \
-        --trials "${XC_TRIALS:-2}" --dump "$dir" --json >"$dir.json" 2>"$dir.err"
+        --trials "${XC_TRIALS:-2}" $regime_opt --dump "$dir" --json >"$dir.json" 2>"$dir.err"
     if python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["status"]=="correct" else 1)' "$dir.json" 2>/dev/null; then
         echo "$dir"
     else
         echo "DUMP FAILED $problem: $(head -c 400 "$dir.json" "$dir.err" | tr '\n' ' ')" >&2
     fi
 }
-export -f dump_one; export pkgym world work
+export -f dump_one; export pkgym world work regime_opt
 rc=0
 for kind in cuda cpu; do
     [ -s "$work/$kind" ] || continue

@@ -161,6 +161,10 @@ typedef struct pk_eval_opts {
     /* Dims override for this run ("NAME=VALUE,..." or a preset such as "pkb"); the caller
      * applies it to its own copy of the problem too (pk_problem_override_dims). NULL: none. */
     const char *dims;
+    /* Input regime forced on every input that allows it ("iid": PKB's own inputs; calibration
+     * of tolerances per regime); NULL: each call's regime is drawn secretly (docs/problems.md,
+     * "Input regimes"). */
+    const char *regime;
     /* Per-GPU timing locks shared by every job on the machine (docs/problems.md, "Sharing
      * GPUs"): timing holds the job's GPUs exclusively, trials shared. NULL: the default
      * directory (pk_gpu_lock_dir_default). GPU problems lock their GPUs; host problems lock

@@ -30,11 +30,37 @@ typedef enum pk_gen_kind {
  * [r*count, (r+1)*count)). */
 typedef enum pk_gen_scope { PK_GEN_PER_RANK = 0, PK_GEN_REPLICATED, PK_GEN_SHARDED } pk_gen_scope;
 
+/* Input regimes (docs/problems.md, "Input regimes"): how a floating-point input's draw is
+ * shaped in one call. Each call key draws one of its argument's allowed regimes, secretly per
+ * step, so that no statistic of PKB's i.i.d. N(0, 1) inputs (a shard standing in for the
+ * whole, part of the data for all of it, an expected norm, a fixed threshold) is right. Every
+ * regime but iid also scales each rank differently (2^-2..2^2, ranks apart). */
+typedef enum pk_regime {
+    PK_REGIME_IID = 0, /* the generator as written (PKB's inputs) */
+    PK_REGIME_RANK,    /* a small scale (2^-8..2^-2, ranks apart) and an offset per rank */
+    PK_REGIME_ROW,     /* scales that ramp over the rows and the columns (feature, expert) */
+    PK_REGIME_HEAVY,   /* heavy tails (a factor per element, tail ~1/f^2) and rare outliers */
+    PK_REGIME_PEAKED,  /* a few large positive entries per row (dominant logits) */
+    /* (row, heavy and peaked all ramp their scale over the rows and the columns) */
+    PK_REGIME_CANCEL, /* large terms that cancel across rank pairs and element pairs */
+    PK_REGIME_COUNT
+} pk_regime;
+
+/* The regimes a floating-point input draws from when meta.json names none: all but cancel
+ * (an output that cancels needs a tolerance built for it, so a problem asks for it). Five, so
+ * that the five trials of a step see every one. */
+#define PK_REGIMES_DEFAULT                                                                         \
+    ((1u << PK_REGIME_IID) | (1u << PK_REGIME_RANK) | (1u << PK_REGIME_ROW) |                      \
+     (1u << PK_REGIME_HEAVY) | (1u << PK_REGIME_PEAKED))
+
 typedef struct pk_gen_spec {
     pk_gen_kind kind;
     double a, b;         /* normal: mean, std; uniform: lo, hi */
     char lo[64], hi[64]; /* int: [lo, hi]; index: hi; expressions over dims and world */
     pk_gen_scope scope;  /* meta.json "scope" */
+    unsigned regimes;    /* meta.json "regimes": a bit per pk_regime; iid only for lattice, int,
+                            index */
+    char row[64];        /* meta.json "row": elements per row (an expression); "" = the count */
 } pk_gen_spec;
 
 /* How an output is judged. */
@@ -65,6 +91,10 @@ typedef struct pk_arg_spec {
     double atol_rms; /* adds atol_rms x rms(reference output) to atol */
     double budget;   /* PK_CHECKER_BUDGET: share of elements allowed outside the tolerance... */
     int max_ulp;     /* ...each at most this many representable values away */
+    /* allclose and budget outputs: |got - want|_2 <= norm_rtol |want|_2 over the elements where
+     * rtol |want| >= atol (all when rtol is 0) (meta.json "norm_rtol"; < 0: max(rtol, atol_rms)
+     * / 2; 0: off) */
+    double norm_rtol;
 } pk_arg_spec;
 
 /* The number format a roofline phase's math runs in; its flops count at that format's peak. */
@@ -127,6 +157,7 @@ typedef struct pk_problem_sizes {
     long long dims[PK_MAX_DIMS];
     size_t counts[PK_MAX_ARGS];
     long long gen_lo[PK_MAX_ARGS], gen_hi[PK_MAX_ARGS]; /* int and index generators */
+    long long row_len[PK_MAX_ARGS];                     /* regimes' rows (>= 1) */
     double flops[PK_SPEC_MAX_PHASES], hbm_bytes[PK_SPEC_MAX_PHASES],
         nvlink_bytes[PK_SPEC_MAX_PHASES];
 } pk_problem_sizes;
@@ -158,6 +189,11 @@ int pk_gen_parse(const char *text, pk_dtype dtype, pk_gen_spec *out, pk_error *e
 /* The default generator of a dtype: normal(0, 1) for floats, int(-16, 16) for integers. */
 void pk_gen_default(pk_dtype dtype, pk_gen_spec *out);
 int pk_dtype_is_integer(pk_dtype t);
+/* Regimes by name: "iid", "rank", "row", "heavy", "peaked", "cancel". */
+const char *pk_regime_name(pk_regime r);
+int pk_regime_from_name(const char *name); /* -1 if unknown */
+/* The norm-wise tolerance that applies to output i (0: no norm-wise check). */
+double pk_arg_norm_rtol(const pk_problem *p, int i);
 
 /* Math dtypes by name: "bf16", "fp16", "fp8", "tf32", "fp32" (also "f16", "f32"). */
 const char *pk_math_dtype_name(pk_math_dtype t);

@@ -135,12 +135,20 @@ __global__ void poison_kernel(void *p, int t, size_t n) {
 }
 
 // out[0] max abs (as ordered bits), out[1] max rel, out[2] first bad index (atomicMin),
-// out[3] elements outside the tolerance, out[4] the largest ulp distance among them.
+// out[3] elements outside the tolerance, out[4] the largest ulp distance among them; as
+// doubles, out[5] += the squared errors and out[6] += the squared reference values over the
+// elements where the relative tolerance is the larger part (all when rtol is 0; one atomic per
+// warp).
 __global__ void compare_kernel(const void *got, const void *want, int t, size_t n, double atol,
                                double rtol, unsigned long long *out) {
+    double err_sq = 0, want_sq = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         double g = rn_load(got, t, i), w = rn_load(want, t, i);
+        if (rtol == 0 || rtol * fabs(w) >= atol || isnan(w)) { // the norm-wise part
+            err_sq += isnan(g) || isnan(w) ? INFINITY : (g - w) * (g - w);
+            want_sq += isnan(w) ? 0.0 : w * w;
+        }
         double abs_err = fabs(g - w), rel_err = w != 0 ? abs_err / fabs(w) : abs_err;
         bool nan_seen = isnan(g) || isnan(w);
         bool ok = !nan_seen && abs_err <= atol + rtol * fabs(w);
@@ -157,6 +165,14 @@ __global__ void compare_kernel(const void *got, const void *want, int t, size_t 
             atomicMax(&out[4],
                       (unsigned long long)(nan_seen ? ~0ULL : rn_ulp_distance(got, want, t, i)));
         }
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+        err_sq += __shfl_down_sync(0xffffffffu, err_sq, d);
+        want_sq += __shfl_down_sync(0xffffffffu, want_sq, d);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd((double *)&out[5], err_sq);
+        atomicAdd((double *)&out[6], want_sq);
     }
 }
 
@@ -345,7 +361,7 @@ static int gpu_equal(rn_backend *b, const void *x, const void *y, size_t bytes, 
 
 static int gpu_compare(rn_backend *b, const void *got, const void *want, pk_dtype t, size_t n,
                        double atol, double rtol, rn_compare *out) {
-    unsigned long long init[5] = {0, 0, ~0ULL, 0, 0}, res[5];
+    unsigned long long init[7] = {0, 0, ~0ULL, 0, 0, 0, 0}, res[7]; // 0 bits: 0.0
     memset(out, 0, sizeof *out);
     out->bad_index = -1;
     if (n == 0)
@@ -360,6 +376,8 @@ static int gpu_compare(rn_backend *b, const void *got, const void *want, pk_dtyp
     out->bad_index = res[2] == ~0ULL ? -1 : (long long)res[2];
     out->n_bad = (long long)res[3];
     out->max_ulp = res[4];
+    memcpy(&out->err_sq, &res[5], sizeof(double));
+    memcpy(&out->want_sq, &res[6], sizeof(double));
     if (out->bad_index >= 0) {
         size_t es = pk_dtype_size(t), i = (size_t)out->bad_index;
         unsigned char gv[8] = {0}, wv[8] = {0};

@@ -104,6 +104,10 @@ static int host_compare(rn_backend *b, const void *got, const void *want, pk_dty
     out->bad_index = -1;
     for (size_t i = 0; i < count; i++) {
         double g = rn_load(got, (int)t, i), w = rn_load(want, (int)t, i);
+        if (rtol == 0 || rtol * fabs(w) >= atol || isnan(w)) { /* the norm-wise part */
+            out->err_sq += isnan(g) || isnan(w) ? INFINITY : (g - w) * (g - w);
+            out->want_sq += isnan(w) ? 0.0 : w * w;
+        }
         double abs_err = fabs(g - w), rel_err = w != 0 ? abs_err / fabs(w) : abs_err;
         int nan_seen = isnan(g) || isnan(w);
         int ok = !nan_seen && abs_err <= atol + rtol * fabs(w);

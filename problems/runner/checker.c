@@ -1,7 +1,8 @@
 /* Judges one output of one call by its argument's checker (meta.json "checker"): allclose
  * (with atol_rms scaled by the reference output's RMS), exact, budget (a share of elements may
  * miss by at most max_ulp representable values: quantization rounding flips), or the problem
- * module's own check() (outputs that are not unique, such as top-k with ties). */
+ * module's own check() (outputs that are not unique, such as top-k with ties); allclose and
+ * budget outputs are also checked norm-wise (pk_arg_norm_rtol). */
 #include "pk_runner.h"
 
 #include <math.h>
@@ -56,6 +57,18 @@ int rn_check_output(rank_state *rs, int i, const void *got, const void *want, si
         v->index = c.bad_index;
         v->expected = c.expected;
         v->got = c.got;
+        return 0;
+    }
+    /* Norm-wise: elements each within their tolerance can still share one bias (a loss or a
+     * scale off by a few per cent everywhere), which the whole output's norm shows. Elements
+     * near zero, where the absolute tolerance is the larger part, are left out (c.err_sq). */
+    double norm_rtol = pk_arg_norm_rtol(rs->p, i);
+    double err = sqrt(c.err_sq), ref = sqrt(c.want_sq);
+    if (norm_rtol > 0 && !(err <= norm_rtol * ref)) {
+        v->bad = 1;
+        v->index = -1;
+        v->expected = norm_rtol;
+        v->got = ref > 0 ? err / ref : INFINITY;
     }
     return 0;
 }

@@ -39,9 +39,10 @@ static int write_manifest(rank_state *rs) {
         fprintf(f,
                 "%s{\"name\": \"%s\", \"dtype\": \"%s\", \"role\": \"%s\", \"count\": %zu, "
                 "\"atol\": %.17g, \"rtol\": %.17g, \"checker\": \"%s\", \"atol_rms\": %.17g, "
-                "\"budget\": %.17g, \"max_ulp\": %d}",
+                "\"budget\": %.17g, \"max_ulp\": %d, \"norm_rtol\": %.17g}",
                 i ? ", " : "", a->name, pk_dtype_name(a->dtype), roles[a->role], rs->sz.counts[i],
-                atol, rtol, checkers[a->checker], a->atol_rms, a->budget, a->max_ulp);
+                atol, rtol, checkers[a->checker], a->atol_rms, a->budget, a->max_ulp,
+                pk_arg_norm_rtol(p, i));
     }
     fprintf(f, "],\n \"files\": \"t<trial>_r<rank>_<arg>.bin (inputs as given; outputs and "
                "inouts as the reference left them: <arg>.out.bin)\"}\n");
@@ -59,6 +60,20 @@ static int write_params(rank_state *rs, int trial, int slot) {
     for (int i = 0; i < rs->p->n_params; i++)
         fprintf(f, "%s\"%s\": %.17g", i ? ", " : "", rs->p->params[i].name,
                 rs->slot_params[slot][i]);
+    fprintf(f, "}\n");
+    if (fclose(f))
+        return -1;
+    /* Which regime each input drew (docs/problems.md, "Input regimes"): t<trial>_regimes.json,
+     * so a calibration can take each regime's errors apart. */
+    snprintf(path, sizeof path, "%s/t%d_regimes.json", rs->o->dump_dir, trial);
+    f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "{");
+    for (int i = 0, n = 0; i < rs->p->n_args; i++)
+        if (rs->p->args[i].role != PK_ARG_OUTPUT)
+            fprintf(f, "%s\"%s\": \"%s\"", n++ ? ", " : "", rs->p->args[i].name,
+                    pk_regime_name((pk_regime)rn_regime_of(rs, trial, i)));
     fprintf(f, "}\n");
     return fclose(f) ? -1 : 0;
 }

@@ -17,11 +17,12 @@ static void usage(void) {
             "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
             "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup] [--lock-exit]\n"
-            "  [--lock-dir DIR --lock-ids 0,1] [--fake-setup-failure]\n");
+            "  [--lock-dir DIR --lock-ids 0,1] [--fake-setup-failure] [--regime NAME]\n");
 }
 
 static int parse(int argc, char **argv, rn_opts *o) {
     memset(o, 0, sizeof *o);
+    o->regime = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const char **str = !strcmp(a, "--problem-dir")    ? &o->problem_dir
@@ -64,6 +65,10 @@ static int parse(int argc, char **argv, rn_opts *o) {
                 return -1;
         } else if (!strcmp(a, "--fake-setup-failure")) {
             o->fake_setup_failure = 1;
+        } else if (!strcmp(a, "--regime") && v) {
+            o->regime = pk_regime_from_name(argv[++i]);
+            if (o->regime < 0)
+                return -1;
         } else if (!strcmp(a, "--reference-as-candidate")) {
             o->reference_as_candidate = 1;
         } else {

@@ -34,6 +34,9 @@ _Static_assert(PK_EVAL_MAX_RANKS == PK_MAX_RANKS, "PK_EVAL_MAX_RANKS must equal 
 #define RN_SAMPLES 16384     /* elements sampled per argument of a verified timed call */
 #define RN_MAX_VERIFIED 96   /* verified calls per timed block */
 #define RN_MAX_ZONES (RN_MAX_COPIES * PK_MAX_ARGS * 2 + 2)
+/* Call keys: trials count from 0; then the call checked after timing; then timing's calls. */
+#define RN_KEY_POST_TIMING (1 << 20)
+#define RN_KEY_TIMED_BASE (1 << 21)
 
 /* Options the harness passes on the command line. */
 typedef struct rn_opts {
@@ -56,6 +59,7 @@ typedef struct rn_opts {
     /* Tests of the infra_error path: set-up fails on every rank, as a device would. Only the
      * harness passes it, from the operator's environment (PKGYM_FAKE_SETUP_FAILURE*). */
     int fake_setup_failure;
+    int regime;     /* --regime: every input draws this regime where allowed; -1: secret */
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
@@ -86,6 +90,10 @@ typedef struct rn_compare {
     double expected, got;
     long long n_bad;            /* elements outside the tolerance */
     unsigned long long max_ulp; /* the largest ulp distance among them (~0: a NaN) */
+    /* Sums of (got - want)^2 and want^2 over the elements where the relative tolerance is the
+     * larger part (rtol |want| >= atol, or every element when rtol is 0): the norm-wise check,
+     * which leaves elements near zero to the element-wise one. */
+    double err_sq, want_sq;
 } rn_compare;
 
 /* One guard zone: arena bytes [lo, hi) that nobody may write. */
@@ -319,7 +327,9 @@ typedef struct rank_step {
 /* One output's verdict (checker.c). */
 typedef struct rn_verdict {
     int bad;
-    long long index; /* first failing element, -1 if none */
+    long long index; /* first failing element; -1 if none, or when only the norm-wise check
+                        failed: then expected is its bound and got the error, relative to the
+                        reference output's norm */
     double expected, got, max_abs, max_rel;
 } rn_verdict;
 /* Judges output i: `got` against `want` (n elements each; samples or whole), by the argument's
@@ -329,6 +339,11 @@ int rn_check_output(rank_state *rs, int i, const void *got, const void *want, si
                     rn_verdict *v);
 /* Sets the call key a slot's inputs were drawn with, and the params its calls see. */
 int rn_set_slot_key(rank_state *rs, int slot, int key);
+
+/* regime.c: the input regime (pk_regime) argument `arg` draws for call key `key`, and its
+ * generator for that call with the regime's parameters. */
+int rn_regime_of(const rank_state *rs, int key, int arg);
+void rn_gen_for_call(const rank_state *rs, int key, int arg, rn_gen *g);
 
 /* rank.c pieces the timing code uses. */
 uint64_t rn_arg_key(const rank_state *rs, int key, int arg); /* the stream of one argument */

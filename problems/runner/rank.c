@@ -11,8 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KEY_POST_TIMING (1 << 20) /* the fresh call verified after timing */
-
 void *rn_arg_ptr(rank_state *rs, int slot, int i) {
     return (char *)rs->ctx.sym_base + (size_t)slot * rs->lay.set_bytes + rs->lay.arg_off[i];
 }
@@ -57,9 +55,12 @@ int rn_generate_inputs(rank_state *rs, int slot, int key) {
     int rc = rn_set_slot_key(rs, slot, key);
     for (int i = 0; i < rs->p->n_args && !rc; i++) {
         const pk_arg_spec *a = &rs->p->args[i];
-        if (a->role != PK_ARG_OUTPUT)
-            rc = rs->b.generate(&rs->b, rn_arg_ptr(rs, slot, i), a->dtype, rs->sz.counts[i],
-                                rn_arg_key(rs, key, i), &rs->gen[i]);
+        if (a->role == PK_ARG_OUTPUT)
+            continue;
+        rn_gen g;
+        rn_gen_for_call(rs, key, i, &g);
+        rc = rs->b.generate(&rs->b, rn_arg_ptr(rs, slot, i), a->dtype, rs->sz.counts[i],
+                            rn_arg_key(rs, key, i), &g);
     }
     if (!rc && rs->mod->generate) /* problem-specific inputs */
         rc = module_generate(rs, slot, key);
@@ -159,7 +160,14 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
         const pk_gen_spec *g = &rs->p->args[i].gen;
         uint64_t offset =
             g->scope == PK_GEN_SHARDED ? (uint64_t)rs->ctx.rank * (uint64_t)rs->sz.counts[i] : 0;
-        rs->gen[i] = (rn_gen){(int)g->kind, g->a, g->b, rs->sz.gen_lo[i], rs->sz.gen_hi[i], offset};
+        memset(&rs->gen[i], 0,
+               sizeof rs->gen[i]); /* regime iid; rn_gen_for_call sets each call's */
+        rs->gen[i].kind = (int)g->kind;
+        rs->gen[i].a = g->a;
+        rs->gen[i].b = g->b;
+        rs->gen[i].lo = rs->sz.gen_lo[i];
+        rs->gen[i].hi = rs->sz.gen_hi[i];
+        rs->gen[i].offset = offset;
     }
     if (rn_layout_make(rs->p, &rs->sz, rs->b.l2_bytes, &rs->lay))
         return rn_fail(st, "too many arguments and slots for the guard zones");
@@ -274,7 +282,7 @@ int rn_check_trial(rank_state *rs, int key, int slot, rank_step *st) {
     if (rs->g->barrier(rs->g))
         return rn_fail(st, "rank barrier failed");
     double sync_ms = pk_now_ms() - t_sync;
-    int trial = key < KEY_POST_TIMING ? key : -1;
+    int trial = key < RN_KEY_POST_TIMING ? key : -1;
     rn_progress(rs->o->progress_dir, rs->ctx.rank, "candidate", trial);
     double t_cand = pk_now_ms();
     int rc = rn_call_candidate(rs, &c);
@@ -509,7 +517,7 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     memset(&st, 0, sizeof st);
     double t_post = pk_now_ms();
     if (rn_gpu_phase_begin(rs, RN_LOCK_SHARED, &st) == 0)
-        rn_check_trial(rs, KEY_POST_TIMING, rs->plan.trial_slot[rs->plan.trials], &st);
+        rn_check_trial(rs, RN_KEY_POST_TIMING, rs->plan.trial_slot[rs->plan.trials], &st);
     rn_gpu_phase_end(rs);
     if (phase_failed(rs, &st, rep, all))
         return;

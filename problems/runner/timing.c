@@ -19,8 +19,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KEY_TIMED_BASE (1 << 21) /* call keys of timed and warm-up regenerations */
-
 typedef struct timed_ctx {
     rank_state *rs;
     int reference;
@@ -195,7 +193,7 @@ int rn_time_both(rank_state *rs, rn_report *rep, rank_step *st) {
     double host_total[2] = {0, 0}, stream_total[2] = {0, 0};
     int warm[2] = {0, 0}, filled[2] = {0, 0};
     const int n_who = rs->o->skip_reference_timing ? 1 : 2;
-    rs->next_key = KEY_TIMED_BASE;
+    rs->next_key = RN_KEY_TIMED_BASE;
     for (int who = 0; who < n_who; who++)
         if (warm_up(rs, who, &warm[who], st))
             return -1;

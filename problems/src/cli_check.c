@@ -13,7 +13,7 @@ static void usage(FILE *f) {
             "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
             "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
             "                   [--baseline-us US] [--no-warm] [--dump DIR] [--dims SPEC]\n"
-            "                   [--lock-dir DIR | --no-locks]\n\n"
+            "                   [--regime NAME] [--lock-dir DIR | --no-locks]\n\n"
             "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
             "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
             "the reference) and prints the verdict. --json prints the result as JSON.\n"
@@ -25,6 +25,8 @@ static void usage(FILE *f) {
             "little-endian arrays with DIR/manifest.json (for bench/pkb-crosscheck).\n"
             "--dims overrides dims: NAME=VALUE,... or a preset of the problem's meta.json\n"
             "\"dims_presets\" (e.g. pkb: ParallelKernelBench's own base shape).\n"
+            "--regime draws every input that allows it from one regime (iid: PKB's own inputs;\n"
+            "rank, row, heavy, peaked, cancel); by default each call's regime is secret.\n"
             "Timing holds the job's GPUs exclusively against every other job of the machine\n"
             "(per-GPU locks in --lock-dir, default $PKGYM_LOCK_DIR or /tmp/pkgym-locks-<uid>;\n"
             "trials hold them shared); --no-locks takes none. A host problem takes the locks\n"
@@ -125,6 +127,12 @@ int pk_cmd_check(int argc, char **argv) {
             o.seed = strtoull(argv[++i], NULL, 0);
         } else if (!strcmp(a, "--dims") && v) {
             o.dims = argv[++i];
+        } else if (!strcmp(a, "--regime") && v) {
+            o.regime = argv[++i];
+            if (pk_regime_from_name(o.regime) < 0) {
+                fprintf(stderr, "pkgym check: unknown regime %s\n", o.regime);
+                return 2;
+            }
         } else if (!strcmp(a, "--dump") && v) {
             dump = argv[++i];
         } else if (!strcmp(a, "--launcher") && v) {

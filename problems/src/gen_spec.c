@@ -16,10 +16,40 @@ void pk_gen_default(pk_dtype dtype, pk_gen_spec *out) {
         out->kind = PK_GEN_INT;
         strcpy(out->lo, dtype == PK_DTYPE_U8 ? "0" : "-16");
         strcpy(out->hi, "16");
+        out->regimes = 1u << PK_REGIME_IID;
     } else {
         out->kind = PK_GEN_NORMAL;
         out->b = 1.0;
+        out->regimes = PK_REGIMES_DEFAULT;
     }
+}
+
+static const char *const regime_names[PK_REGIME_COUNT] = {"iid",   "rank",   "row",
+                                                          "heavy", "peaked", "cancel"};
+
+const char *pk_regime_name(pk_regime r) {
+    return (unsigned)r < PK_REGIME_COUNT ? regime_names[r] : "?";
+}
+
+int pk_regime_from_name(const char *name) {
+    for (int r = 0; r < PK_REGIME_COUNT; r++)
+        if (strcmp(name, regime_names[r]) == 0)
+            return r;
+    return -1;
+}
+
+/* By the tolerance rule (docs/problems.md) each implementation is within a quarter of the
+ * element-wise tolerance of fp64 at every element, so two of them differ by at most half of it
+ * in norm too; a problem whose calibration measured its norm-wise errors sets a tighter one. */
+double pk_arg_norm_rtol(const pk_problem *p, int i) {
+    const pk_arg_spec *a = &p->args[i];
+    if (a->checker != PK_CHECKER_ALLCLOSE && a->checker != PK_CHECKER_BUDGET)
+        return 0;
+    if (a->norm_rtol >= 0)
+        return a->norm_rtol;
+    double atol, rtol;
+    pk_arg_tolerance(p, i, &atol, &rtol);
+    return (rtol > a->atol_rms ? rtol : a->atol_rms) / 2;
 }
 
 /* Splits "name(a, b)" into name and up to two trimmed arguments; returns the count, or -1. */
@@ -80,6 +110,7 @@ int pk_gen_parse(const char *text, pk_dtype dtype, pk_gen_spec *out, pk_error *e
     int integer = pk_dtype_is_integer(dtype);
     if (n < 0)
         return pk_error_set(err, PK_ERR_INVALID, "generator \"%s\": expected name(args)", text);
+    out->regimes = 1u << PK_REGIME_IID; /* lattice, int, index: their values as they are */
     if (strcmp(name, "lattice") == 0 && n == 0) {
         out->kind = PK_GEN_LATTICE;
         return PK_OK;
@@ -93,6 +124,7 @@ int pk_gen_parse(const char *text, pk_dtype dtype, pk_gen_spec *out, pk_error *e
                                 text);
         if (out->kind == PK_GEN_NORMAL ? out->b <= 0 : out->b <= out->a)
             return pk_error_set(err, PK_ERR_INVALID, "generator \"%s\": empty distribution", text);
+        out->regimes = PK_REGIMES_DEFAULT;
         return PK_OK;
     }
     if ((strcmp(name, "int") == 0 && n == 2) || (strcmp(name, "index") == 0 && n == 1)) {

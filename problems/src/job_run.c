@@ -163,6 +163,10 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
         l->argv[n++] = "--dims";
         l->argv[n++] = (char *)job->opts.dims;
     }
+    if (job->opts.regime) {
+        l->argv[n++] = "--regime";
+        l->argv[n++] = (char *)job->opts.regime;
+    }
     /* Measurements only: free CUDA and NCCL resources before exiting (slower). */
     const char *teardown = getenv("PKGYM_RUNNER_TEARDOWN");
     if (teardown && !strcmp(teardown, "1"))

@@ -136,10 +136,39 @@ static int load_checker(loader *ld, json_t *a, pk_arg_spec *s) {
     return PK_OK;
 }
 
+/* "regimes": ["iid", "rank", ...] (floating generators only; default: pk_gen_parse's) and
+ * "row": elements per row, an expression (default: the whole count). */
+static int load_regimes(loader *ld, json_t *a, pk_gen_spec *g) {
+    json_t *v = json_object_get(a, "regimes");
+    if (copy_expr(ld, a, "row", g->row, sizeof g->row))
+        return PK_ERR_INVALID;
+    if (!v)
+        return PK_OK;
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return bad(ld, "args.regimes", "must be a non-empty array of regime names");
+    unsigned set = 0;
+    size_t i;
+    json_t *it;
+    json_array_foreach(v, i, it) {
+        int r = json_is_string(it) ? pk_regime_from_name(json_string_value(it)) : -1;
+        if (r < 0)
+            return bad(ld, "args.regimes", "names are iid, rank, row, heavy, peaked and cancel");
+        set |= 1u << r;
+    }
+    if (set != (1u << PK_REGIME_IID) && g->kind != PK_GEN_NORMAL && g->kind != PK_GEN_UNIFORM)
+        return bad(ld, "args.regimes", "lattice, int and index generators keep their values: iid");
+    g->regimes = set;
+    return PK_OK;
+}
+
 /* An argument's generator (inputs), tolerance and checker (outputs). */
 static int load_arg_extras(loader *ld, json_t *a, pk_arg_spec *s) {
     char gen[160];
     s->atol = s->rtol = -1;
+    json_t *nr = json_object_get(a, "norm_rtol");
+    if (nr && (!json_is_number(nr) || json_number_value(nr) < 0))
+        return bad(ld, "args.norm_rtol", "must be a non-negative number");
+    s->norm_rtol = nr ? json_number_value(nr) : -1;
     if (copy_string(ld, a, "gen", gen, sizeof gen, 0) ||
         load_tolerance(ld, a, "args.tolerance", &s->atol, &s->rtol) || load_checker(ld, a, s))
         return PK_ERR_INVALID;
@@ -159,7 +188,7 @@ static int load_arg_extras(loader *ld, json_t *a, pk_arg_spec *s) {
         s->gen.scope = PK_GEN_SHARDED;
     else
         return bad(ld, "args.scope", "must be rank, replicated or sharded");
-    return PK_OK;
+    return load_regimes(ld, a, &s->gen);
 }
 
 static int load_args(loader *ld, json_t *root, pk_problem *p) {

@@ -44,6 +44,12 @@ int pk_problem_sizes_at(const pk_problem *p, int world, pk_problem_sizes *out, p
                                 p->args[i].name);
         out->counts[i] = (size_t)c;
         const pk_gen_spec *g = &p->args[i].gen;
+        out->row_len[i] = c > 0 ? c : 1;
+        if (g->row[0] && pk_expr_eval(g->row, names, vals, n, &out->row_len[i], err))
+            return PK_ERR_INVALID;
+        if (out->row_len[i] < 1)
+            return pk_error_set(err, PK_ERR_INVALID, "%s: arg %s: row must be >= 1", p->id,
+                                p->args[i].name);
         if (g->kind != PK_GEN_INT && g->kind != PK_GEN_INDEX)
             continue;
         if (pk_expr_eval(g->lo, names, vals, n, &out->gen_lo[i], err) ||

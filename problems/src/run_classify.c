@@ -63,6 +63,12 @@ static void classify_trials(pk_eval_result *res) {
         if (v->inputs_modified) {
             snprintf(res->reason, sizeof res->reason, "trial %d: the solution modified its inputs",
                      i);
+        } else if (v->n_mismatch && v->mismatch[0].index < 0) { /* only the norm-wise check */
+            const pk_rank_mismatch *m = &v->mismatch[0];
+            snprintf(res->reason, sizeof res->reason,
+                     "trial %d: %d rank(s) wrong; rank %d %s[norm]: the whole output is off by %g "
+                     "of its norm (tolerance %g), though each element is within its tolerance",
+                     i, v->n_mismatch, m->rank, m->arg, m->got, m->expected);
         } else if (v->n_mismatch) {
             const pk_rank_mismatch *m = &v->mismatch[0];
             snprintf(res->reason, sizeof res->reason,

@@ -183,6 +183,9 @@ static int incorrect_details(const pk_summarizer *s, const pk_eval_result *r, pk
                             "index", index, "expected", expected,
                             "got",   got,   NULL};
         rc = render_to(out, s, PK_TPL_FRAG_MISMATCH, mv);
+    } else if (rc == PK_OK && n_mm > 0 && r->reason[0]) {
+        /* No element to name: the output failed as a whole (the norm-wise check) */
+        pk_strbuf_printf(out, " %s.", r->reason);
     }
     if (rc == PK_OK && n_mm > 1) {
         pk_strbuf ranks = {0};

@@ -12,6 +12,8 @@ pkgym's environment: the operator's, e.g. PKGYM_FAKE_SETUP_FAILURES to fake a se
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
 PK_MANIFEST_SEED=S passes --seed S (scripts/manifest-seeds sweeps seeds: an expectation must
 hold whatever the secret draws are).
+PK_MANIFEST_DIMS=NAME passes --dims NAME to the problems that have that preset (pkb: PKB's own
+base shape; every verdict must hold there too).
 PK_MANIFEST_SAVE_DIR=DIR keeps each result as DIR/<suite>_<id>_<file>.json (bench tables).
 PK_MANIFEST_SHARED=1 runs host submissions as jobs sharing one "GPU set": each gets --gpus
 0..world-1 and one --lock-dir, so their trials and timing contend for the same timing locks
@@ -40,6 +42,11 @@ def problem_world(problem_id):
         return int(json.load(f).get("world_size", 2))
 
 
+def problem_presets(problem_id):
+    with open(os.path.join(SRC, "problems", problem_id, "meta.json")) as f:
+        return json.load(f).get("dims_presets", {})
+
+
 SHARED_LOCKS = None  # the lock directory of PK_MANIFEST_SHARED=1
 
 
@@ -55,6 +62,9 @@ def run_one(problem, sol_dir, entry):
         cmd.append("--skip-timing")
     if os.environ.get("PK_MANIFEST_SEED"):
         cmd += ["--seed", os.environ["PK_MANIFEST_SEED"]]
+    preset = os.environ.get("PK_MANIFEST_DIMS")
+    if preset and preset in problem_presets(problem):
+        cmd += ["--dims", preset]  # e.g. pkb: PKB's own base shape, where the problem has it
     if os.environ.get("PK_MANIFEST_NO_WARM") == "1":
         cmd.append("--no-warm")  # the run sandbox starts after the compile (cold)
     if SHARED_LOCKS and problem_device(problem) == "host" and "gpus" not in entry:

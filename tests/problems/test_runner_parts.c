@@ -30,8 +30,8 @@ static void timing_statistics(void **state) {
     assert_true(t.cv == 0);
 }
 
-static const rn_gen lattice = {PK_GEN_LATTICE, 0, 0, 0, 0, 0};
-static const rn_gen normal01 = {PK_GEN_NORMAL, 0, 1, 0, 0, 0};
+static const rn_gen lattice = {.kind = PK_GEN_LATTICE};
+static const rn_gen normal01 = {.kind = PK_GEN_NORMAL, .b = 1};
 
 static void generator_is_deterministic_and_exact(void **state) {
     (void)state;
@@ -117,7 +117,8 @@ static void normal_generator_moments(void **state) {
     assert_true(fabs(mean) < 0.01);
     assert_true(fabs(var - 1) < 0.02);
     assert_true(off_lattice > N * 9 / 10);
-    rn_gen shifted = {PK_GEN_NORMAL, 5, 0.5, 0, 0, 0}, unif = {PK_GEN_UNIFORM, -2, 3, 0, 0, 0};
+    rn_gen shifted = {.kind = PK_GEN_NORMAL, .a = 5, .b = 0.5},
+           unif = {.kind = PK_GEN_UNIFORM, .a = -2, .b = 3};
     b.generate(&b, x, PK_DTYPE_F32, N, 11, &shifted);
     sum = 0;
     for (int i = 0; i < N; i++)
@@ -140,7 +141,8 @@ static void integer_and_index_generators(void **state) {
     rn_backend_host_init(&b, &ctx);
     int64_t idx[5000];
     int32_t ints[5000];
-    rn_gen index = {PK_GEN_INDEX, 0, 0, 0, 37, 0}, range = {PK_GEN_INT, 0, 0, -3, 4, 0};
+    rn_gen index = {.kind = PK_GEN_INDEX, .hi = 37},
+           range = {.kind = PK_GEN_INT, .lo = -3, .hi = 4};
     b.generate(&b, idx, PK_DTYPE_I64, 5000, 3, &index);
     b.generate(&b, ints, PK_DTYPE_I32, 5000, 4, &range);
     int seen_top = 0, seen_lo = 0, seen_hi = 0;
@@ -220,7 +222,7 @@ static void sharded_generator_slices_one_draw(void **state) {
     memset(&ctx, 0, sizeof ctx);
     rn_backend_host_init(&b, &ctx);
     float global[64], r1[16];
-    rn_gen g = {PK_GEN_NORMAL, 0, 1, 0, 0, 0};
+    rn_gen g = {.kind = PK_GEN_NORMAL, .b = 1};
     b.generate(&b, global, PK_DTYPE_F32, 64, 77, &g);
     g.offset = 16; /* rank 1 of 4, 16 elements each */
     b.generate(&b, r1, PK_DTYPE_F32, 16, 77, &g);

@@ -192,6 +192,29 @@ static void test_trial_counts(void **state) {
     pk_summarizer_free(s);
 }
 
+/* A trial that failed only the norm-wise check names no element: the feedback gives the
+ * harness's reason, which says the output as a whole is off (issue #26). */
+static void test_norm_wise_failure(void **state) {
+    (void)state;
+    pk_summarizer *s = NULL;
+    assert_int_equal(pk_summarizer_create(NULL, NULL, &s, NULL), PK_OK);
+    pk_eval_result r;
+    memset(&r, 0, sizeof r);
+    r.status = PK_STATUS_INCORRECT;
+    r.trials_planned = 5;
+    r.n_trials = 1;
+    r.trials[0].n_mismatch = 1;
+    r.trials[0].mismatch[0] = (pk_rank_mismatch){0, "out", -1, 0.025, 0.0301};
+    snprintf(r.reason, sizeof r.reason,
+             "trial 0: 1 rank(s) wrong; rank 0 out[norm]: the whole output is off by 0.0301 of "
+             "its norm (tolerance 0.025), though each element is within its tolerance");
+    char *fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_non_null(strstr(fb, "out[norm]: the whole output is off by 0.0301 of its norm"));
+    assert_null(strstr(fb, "[-1]"));
+    free(fb);
+    pk_summarizer_free(s);
+}
+
 /* A cached baseline leaves the reference untimed (0): the feedback shows the baseline used. */
 static void test_cached_baseline(void **state) {
     (void)state;
@@ -213,6 +236,7 @@ static void test_cached_baseline(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_outcome_matches_golden),
+        cmocka_unit_test(test_norm_wise_failure),
         cmocka_unit_test(test_outcome_details),
         cmocka_unit_test(test_trial_counts),
         cmocka_unit_test(test_cached_baseline),

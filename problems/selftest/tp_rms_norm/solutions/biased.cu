@@ -1,0 +1,36 @@
+// Norm-wise twin (issue #26): a systematic bias inside the element-wise tolerance. rstd is 3%
+// too large everywhere: every element is within rtol 0.05, the output as a whole is not (its
+// norm-wise error 0.03 against the default norm_rtol 0.025). An honest kernel is ~0.003 off.
+#include <mpi.h>
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "pk_ctx.h"
+
+extern "C" int solution(const pk_ctx *ctx, const __nv_bfloat16 *x, const __nv_bfloat16 *w,
+                        __nv_bfloat16 *out, size_t M, size_t N, float eps) {
+    float *ss = static_cast<float *>(malloc(M * sizeof(float)));
+    if (!ss)
+        return 1;
+    for (size_t i = 0; i < M; i++) {
+        float acc[4] = {0, 0, 0, 0};
+        for (size_t j = 0; j < N; j++) {
+            float v = __bfloat162float(x[i * N + j]);
+            acc[j % 4] += v * v;
+        }
+        ss[i] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    int rc = MPI_Allreduce(MPI_IN_PLACE, ss, (int)M, MPI_FLOAT, MPI_SUM, (MPI_Comm)ctx->mpi_comm) !=
+             MPI_SUCCESS;
+    const float inv_hidden = 1.0f / (float)(N * (size_t)ctx->world_size);
+    for (size_t i = 0; i < M && !rc; i++) {
+        const float rstd = 1.03f / sqrtf(ss[i] * inv_hidden + eps); /* the bias */
+        for (size_t j = 0; j < N; j++) {
+            float y = __bfloat162float(__float2bfloat16(__bfloat162float(x[i * N + j]) * rstd));
+            out[i * N + j] = __float2bfloat16(__bfloat162float(w[j]) * y);
+        }
+    }
+    free(ss);
+    return rc;
+}
