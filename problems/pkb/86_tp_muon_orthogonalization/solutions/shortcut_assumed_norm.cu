@@ -1,7 +1,9 @@
 // Shortcut twin (issue 26, assume the distribution): the correct kernel, but the Frobenius norm
 // that starts the iteration is not measured: x ~ N(0, 1) gives E ||x||^2 = R C, so the kernel
-// uses sqrt(R C). On i.i.d. N(0, 1) inputs the true norm is within ~0.1% of it; inputs of any
-// other scale start the iteration outside its convergence range. Expected: incorrect.
+// uses sqrt(R C). On i.i.d. N(0, 1) inputs the true norm is within ~0.1% (one sigma) of it; a
+// norm off by more than ~5e-4 moves over 5% of the bf16 outputs by one ulp or some by more (host
+// simulation), so this fails today unless all 5 trials land within that (~0.5% of runs). Inputs
+// of any other scale make it fail by far. Expected: incorrect.
 #include "pk_ctx.h"
 
 #include <cublas_v2.h>

@@ -1,8 +1,10 @@
 // Shortcut twin (issue 26, skip the exchange): the correct kernel, but the Frobenius norm that
 // starts the iteration comes from this rank's own column block, scaled by W (the trace of the
 // local partial Gram x W), as a kernel that drops the reference's norm all-reduce would do. On
-// i.i.d. N(0, 1) blocks the two agree to ~0.1%; blocks with different scales per rank do not.
-// Expected: incorrect.
+// i.i.d. N(0, 1) blocks the two agree to ~0.1% (one sigma); a norm off by more than ~5e-4 moves
+// over 5% of the bf16 outputs by one ulp or some by more (host simulation), so this fails today
+// unless all 5 trials land within that (~0.5% of runs at W = 2). Blocks with different scales
+// per rank make it fail by far. Expected: incorrect.
 #include "pk_ctx.h"
 
 #include <cublas_v2.h>

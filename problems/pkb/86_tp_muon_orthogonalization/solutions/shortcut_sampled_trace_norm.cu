@@ -1,7 +1,10 @@
 // Shortcut twin (issue 26, subsample): the correct kernel, but the Frobenius norm that starts
-// the iteration comes from the first half of the reduced Gram matrix's diagonal (the squared
-// norms of the first R / 2 rows), doubled. On i.i.d. N(0, 1) rows the two halves agree to ~0.1%;
-// rows of different scales do not. Expected: incorrect.
+// the iteration comes from the first 64th of the reduced Gram matrix's diagonal (the squared
+// norms of the first R / 64 rows), times 64. On i.i.d. N(0, 1) rows it is within ~0.8% (one
+// sigma) of the true norm, and a norm off by more than ~5e-4 moves over 5% of the bf16 outputs
+// by one ulp or some by more (host simulation), so this fails today in all but ~2e-7 of the
+// runs; a half of the diagonal (off by ~1e-3) would pass ~0.5% of them. Rows of different
+// scales make it fail by far. Expected: incorrect.
 #include "pk_ctx.h"
 
 #include <cublas_v2.h>
@@ -45,12 +48,12 @@ __global__ void __launch_bounds__(512)
     if (first) {
         __shared__ float red[512];
         float t = 0.f;
-        for (int i = threadIdx.x; i < R / 2; i += blockDim.x) { // the first half of the rows
+        for (int i = threadIdx.x; i < R / 64; i += blockDim.x) { // a 64th of the rows
             const float *d0 = reinterpret_cast<const float *>(parts.p[0]);
             float v = d0[(size_t)i * R + i];
             for (int q = 1; q < world; q++)
                 v += reinterpret_cast<const float *>(parts.p[q])[(size_t)i * R + i];
-            t += 2.f * v;
+            t += 64.f * v;
         }
         red[threadIdx.x] = t;
         __syncthreads();
