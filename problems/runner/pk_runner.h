@@ -59,7 +59,7 @@ typedef struct rn_opts {
     /* Tests of the infra_error path: set-up fails on every rank, as a device would. Only the
      * harness passes it, from the operator's environment (PKGYM_FAKE_SETUP_FAILURE*). */
     int fake_setup_failure;
-    int regime;     /* --regime: every input draws this regime where allowed; -1: secret */
+    int regime; /* --regime: every input draws this regime where allowed; -1: secret */
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
