@@ -33,6 +33,7 @@ typedef struct pk_opt {
     int *count;  /* PK_OPT_STR_LIST */
     int max;     /* PK_OPT_STR_LIST */
     int (*parse)(const char *cmd, const char *name, const char *value, void *dest);
+    const char *alias; /* a short form ("-G"), or NULL */
 } pk_opt;
 
 enum { PK_OPTS_OK = 0, PK_OPTS_HELP = 1, PK_OPTS_ERROR = -1 };

@@ -8,12 +8,16 @@
 #define HELP_COLUMN 26 /* where help text starts: "  --name METAVAR" is padded to it */
 
 /* The row named by `arg` ("--name" or "--name=value"); *inline_value points past '='. */
+static int named(const char *name, const char *arg, size_t len) {
+    return name && strlen(name) == len && strncmp(name, arg, len) == 0;
+}
+
 static const pk_opt *find(const pk_opt *table, int n, const char *arg, const char **inline_value) {
     const char *eq = strchr(arg, '=');
     size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
     for (int i = 0; i < n; i++)
-        if (table[i].type != PK_OPT_SECTION && table[i].name && strlen(table[i].name) == len &&
-            strncmp(table[i].name, arg, len) == 0) {
+        if (table[i].type != PK_OPT_SECTION &&
+            (named(table[i].name, arg, len) || named(table[i].alias, arg, len))) {
             *inline_value = eq ? eq + 1 : NULL;
             return &table[i];
         }
@@ -128,8 +132,8 @@ void pk_opts_help(FILE *f, const pk_opt *table, int n) {
             fprintf(f, "\n%s\n", o->help ? o->help : "");
             continue;
         }
-        int used =
-            fprintf(f, "  %s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        int used = fprintf(f, "  %s%s%s%s%s", o->alias ? o->alias : "", o->alias ? ", " : "",
+                           o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
         help_lines(f, o->help ? o->help : "", used < 0 ? 0 : used);
     }
 }

@@ -2,132 +2,127 @@
 #include "pk_sandbox.h"
 
 #include "pk_cli_args.h"
+#include "pk_opts.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SB_CLI_MAX_LIST 64
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: pkgym sandbox [--wall-ms N] [--cpu-ms N] [--mem-mb N] [--pids N]\n"
-               "                     [--fsize-mb N] [--nofile N] [--output-cap BYTES]\n"
-               "                     [--gpus LIST] [--ro PATH]... [--rw PATH]... [--workdir DIR]\n"
-               "                     [--env NAME=VALUE]...\n"
-               "                     -- CMD ARGS...\n\n"
-               "Runs CMD (an absolute path, or relative to the work dir) in new user, mount, PID,\n"
-               "network, IPC and UTS namespaces with a minimal read-only filesystem, rlimits,\n"
-               "cgroups where the host allows and a seccomp filter, then prints one JSON verdict:\n"
-               "status (ok, exit, signal, timeout, memory, output_limit, setup_error), exit_code,\n"
-               "signal, wall_ms, cpu_ms, max_rss_kb, stdout, stderr, truncated, detail, limits.\n"
-               "LIST is comma-separated GPU indices in PCI bus order (nvidia-smi's); each GPU's\n"
-               "node /dev/nvidiaM is found through the driver (M: its minor) and\n"
-               "CUDA_VISIBLE_DEVICES names exactly those GPUs inside. PKGYM_SANDBOX_RO adds\n"
-               "read-only paths (colon-separated). --env adds to the default environment\n"
-               "(NCCL_NVLS_ENABLE=0 always). Exit status: 0 when a verdict was printed.\n");
-}
+/* The command's lists, filled by the option table. */
+typedef struct sb_cli {
+    pk_sandbox_opts o;
+    int gpus[SB_CLI_MAX_LIST];
+    const char *ro[SB_CLI_MAX_LIST], *rw[SB_CLI_MAX_LIST], *env_add[SB_CLI_MAX_LIST + 1];
+    int n_env;
+    long output_cap;
+} sb_cli;
 
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    return pk_arg_long("sandbox", flag, s, lo, hi, out);
-}
-
-static int parse_gpus(const char *s, int *gpus, int *n) {
-    char *copy = s ? strdup(s) : NULL, *save = NULL;
+static int parse_gpus(const char *cmd, const char *name, const char *v, void *dest) {
+    sb_cli *c = dest;
+    char *copy = strdup(v), *save = NULL;
     if (!copy)
         return -1;
     int rc = 0;
+    c->o.n_gpus = 0;
     for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
-        long v;
-        if (*n >= SB_CLI_MAX_LIST || parse_long("--gpus", t, 0, 255, &v))
+        long g;
+        if (c->o.n_gpus >= SB_CLI_MAX_LIST || pk_arg_long(cmd, name, t, 0, 255, &g))
             rc = -1;
         else
-            gpus[(*n)++] = (int)v;
+            c->gpus[c->o.n_gpus++] = (int)g;
     }
     free(copy);
     return rc;
 }
 
-int pk_cmd_sandbox(int argc, char **argv) {
-    pk_sandbox_opts o;
-    memset(&o, 0, sizeof o);
-    int gpus[SB_CLI_MAX_LIST];
-    const char *ro[SB_CLI_MAX_LIST], *rw[SB_CLI_MAX_LIST], *env_add[SB_CLI_MAX_LIST + 1];
-    int n_env = 0;
-    int i = 1;
-    while (i < argc) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n = 0;
-        int rc = 0;
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--wall-ms") == 0) {
-            rc = parse_long(a, v, 1, 86400000L, &n);
-            o.wall_ms = (int)n;
-        } else if (strcmp(a, "--cpu-ms") == 0) {
-            rc = parse_long(a, v, 1, 86400000L, &n);
-            o.cpu_ms = (int)n;
-        } else if (strcmp(a, "--mem-mb") == 0) {
-            rc = parse_long(a, v, 1, 1L << 30, &n);
-            o.mem_mb = n;
-        } else if (strcmp(a, "--pids") == 0) {
-            rc = parse_long(a, v, 1, 1 << 20, &n);
-            o.pids = (int)n;
-        } else if (strcmp(a, "--fsize-mb") == 0) {
-            rc = parse_long(a, v, 1, 1L << 30, &n);
-            o.fsize_mb = n;
-        } else if (strcmp(a, "--nofile") == 0) {
-            rc = parse_long(a, v, 16, 1 << 20, &n);
-            o.nofile = (int)n;
-        } else if (strcmp(a, "--output-cap") == 0) {
-            rc = parse_long(a, v, 1, 1L << 30, &n);
-            o.output_cap = (size_t)n;
-        } else if (strcmp(a, "--gpus") == 0) {
-            rc = parse_gpus(v, gpus, &o.n_gpus);
-            o.gpus = gpus;
-        } else if (strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0) {
-            int is_ro = a[3] == 'o';
-            int *count = is_ro ? &o.n_ro : &o.n_rw;
-            if (!v || *count >= SB_CLI_MAX_LIST) {
-                fprintf(stderr, "pkgym sandbox: %s needs a path (at most %d)\n", a,
-                        SB_CLI_MAX_LIST);
-                rc = -1;
-            } else {
-                (is_ro ? ro : rw)[(*count)++] = v;
-            }
-        } else if (strcmp(a, "--env") == 0) {
-            rc = v && strchr(v, '=') && n_env < SB_CLI_MAX_LIST ? 0 : -1;
-            if (rc)
-                fprintf(stderr, "pkgym sandbox: --env needs NAME=VALUE (at most %d)\n",
-                        SB_CLI_MAX_LIST);
-            else
-                env_add[n_env++] = v;
-        } else if (strcmp(a, "--workdir") == 0) {
-            o.workdir = v;
-            rc = v ? 0 : -1;
-        } else {
-            fprintf(stderr, "pkgym sandbox: unknown option '%s'\n", a);
-            rc = -1;
-        }
-        if (rc) {
-            usage(stderr);
-            return 2;
-        }
-        i += 2; /* every option takes a value */
+static int parse_env(const char *cmd, const char *name, const char *v, void *dest) {
+    sb_cli *c = dest;
+    if (!strchr(v, '=') || v[0] == '=' || c->n_env >= SB_CLI_MAX_LIST) {
+        fprintf(stderr, "pkgym %s: %s wants NAME=VALUE (at most %d), got '%s'\n", cmd, name,
+                SB_CLI_MAX_LIST, v);
+        return -1;
     }
-    if (i >= argc) {
+    c->env_add[c->n_env++] = v;
+    return 0;
+}
+
+#define N_OPTS 13
+
+static void options(sb_cli *c, pk_opt t[N_OPTS]) {
+    const pk_opt rows[N_OPTS] = {
+        {PK_OPT_INT, "--wall-ms", "N", "wall-clock limit (default 60000)", &c->o.wall_ms, 1,
+         86400000L, NULL, 0, NULL, NULL},
+        {PK_OPT_INT, "--cpu-ms", "N", "CPU time limit over the whole tree (default: none)",
+         &c->o.cpu_ms, 1, 86400000L, NULL, 0, NULL, NULL},
+        {PK_OPT_LONG, "--mem-mb", "N", "memory limit, by cgroup where the host allows it",
+         &c->o.mem_mb, 1, 1L << 30, NULL, 0, NULL, NULL},
+        {PK_OPT_INT, "--pids", "N", "processes at most (default 256)", &c->o.pids, 1, 1 << 20, NULL,
+         0, NULL, NULL},
+        {PK_OPT_LONG, "--fsize-mb", "N", "largest file written (default 256)", &c->o.fsize_mb, 1,
+         1L << 30, NULL, 0, NULL, NULL},
+        {PK_OPT_INT, "--nofile", "N", "open files at most (default 1024)", &c->o.nofile, 16,
+         1 << 20, NULL, 0, NULL, NULL},
+        {PK_OPT_LONG, "--output-cap", "BYTES", "bytes kept of stdout and of stderr (default 1 MiB)",
+         &c->output_cap, 1, 1L << 30, NULL, 0, NULL, NULL},
+        {PK_OPT_CUSTOM, "--gpus", "LIST",
+         "GPU indices in PCI bus order (nvidia-smi's), comma-separated; each\n"
+         "GPU's node /dev/nvidiaM is found through the driver (M: its minor)\n"
+         "and CUDA_VISIBLE_DEVICES names exactly those GPUs inside",
+         c, 0, 0, NULL, 0, parse_gpus, NULL},
+        {PK_OPT_SECTION, NULL, NULL, "Files and environment:", NULL, 0, 0, NULL, 0, NULL, NULL},
+        {PK_OPT_STR_LIST, "--ro", "PATH",
+         "a read-only bind; repeatable (PKGYM_SANDBOX_RO adds\n"
+         "more, colon-separated)",
+         c->ro, 0, 0, &c->o.n_ro, SB_CLI_MAX_LIST, NULL, NULL},
+        {PK_OPT_STR_LIST, "--rw", "PATH", "a writable bind; repeatable", c->rw, 0, 0, &c->o.n_rw,
+         SB_CLI_MAX_LIST, NULL, NULL},
+        {PK_OPT_STR, "--workdir", "DIR", "a private writable work dir, also the cwd", &c->o.workdir,
+         0, 0, NULL, 0, NULL, NULL},
+        {PK_OPT_CUSTOM, "--env", "NAME=VALUE",
+         "added to the default environment; repeatable (NCCL_NVLS_ENABLE=0\nalways)", c, 0, 0, NULL,
+         0, parse_env, NULL},
+    };
+    memcpy(t, rows, sizeof rows);
+}
+
+static void usage(FILE *f, const pk_opt *t) {
+    fprintf(f, "usage: pkgym sandbox [options] -- CMD ARGS...\n\n"
+               "Runs CMD (an absolute path, or relative to the work dir) in new user, mount, PID,\n"
+               "network, IPC and UTS namespaces with a minimal read-only filesystem, rlimits,\n"
+               "cgroups where the host allows and a seccomp filter, then prints one JSON verdict:\n"
+               "status (ok, exit, signal, timeout, memory, output_limit, setup_error), exit_code,\n"
+               "signal, wall_ms, cpu_ms, max_rss_kb, stdout, stderr, truncated, detail, limits.\n"
+               "Exit status: 0 when a verdict was printed.\n\n"
+               "Limits:\n");
+    pk_opts_help(f, t, N_OPTS);
+}
+
+int pk_cmd_sandbox(int argc, char **argv) {
+    static sb_cli c; /* the lists are large for a stack frame of a CLI; one call per process */
+    memset(&c, 0, sizeof c);
+    pk_opt t[N_OPTS];
+    options(&c, t);
+    int i = argc;
+    int pa = pk_opts_parse("sandbox", t, N_OPTS, argc, argv, 1, 0, &i);
+    if (pa == PK_OPTS_HELP) {
+        usage(stdout, t);
+        return 0;
+    }
+    if (pa == PK_OPTS_OK && i >= argc)
         fprintf(stderr, "pkgym sandbox: no command given after --\n");
-        usage(stderr);
+    if (pa != PK_OPTS_OK || i >= argc) {
+        fprintf(stderr, "usage: pkgym sandbox [options] -- CMD ARGS...  (--help: the options)\n");
         return 2;
     }
-    o.ro = ro;
-    o.rw = rw;
-    env_add[n_env] = NULL;
-    o.env_add = env_add;
+    pk_sandbox_opts o = c.o;
+    o.output_cap = (size_t)c.output_cap;
+    o.gpus = c.gpus;
+    o.ro = c.ro;
+    o.rw = c.rw;
+    c.env_add[c.n_env] = NULL;
+    o.env_add = c.env_add;
     pk_sandbox_result res;
     pk_error err = {0};
     if (pk_sandbox_run(&o, argv + i, &res, &err)) {

@@ -38,7 +38,8 @@ static void table(demo *d, pk_opt t[ROWS]) {
          .help = "a count",
          .dest = &d->n,
          .lo = 1,
-         .hi = 10},
+         .hi = 10,
+         .alias = "-n"},
         {.type = PK_OPT_LONG,
          .name = "--big",
          .metavar = "N",
@@ -90,7 +91,7 @@ static int parse(demo *d, int argc, char **argv, int flags, int *next) {
 static void every_kind_parses(void **state) {
     (void)state;
     demo d = {0};
-    char *argv[] = {"test",   "--flag", "--n",     "7",        "--big=1099511627776",
+    char *argv[] = {"test",   "--flag", "-n",      "7",        "--big=1099511627776",
                     "--secs", "30",     "--ratio", "0.5",      "--dir",
                     "/x",     "--bind", "a",       "--bind=b", "--a-rather-long-option-name",
                     "blue"};
@@ -169,7 +170,7 @@ static void help_is_generated_from_the_rows(void **state) {
     fclose(f);
     /* Every option is there, its help at column 26, continuation lines aligned with it. */
     assert_non_null(strstr(buf, "  --flag                  a flag\n"));
-    assert_non_null(strstr(buf, "  --n N                   a count\n"));
+    assert_non_null(strstr(buf, "  -n, --n N               a count\n"));
     assert_non_null(strstr(buf, "\nPlaces:\n  --dir DIR"));
     assert_non_null(strstr(buf, "  --bind ENDPOINT         an endpoint; repeatable\n"
                                 "                          (at most 3)\n"));
