@@ -49,6 +49,10 @@ enum { PK_OPTS_OK = 0, PK_OPTS_HELP = 1, PK_OPTS_ERROR = -1 };
 int pk_opts_parse(const char *cmd, const pk_opt *table, int n, int argc, char **argv, int first,
                   int flags, int *next);
 
+/* The synopsis: `head` then every option as "[--name METAVAR]" ("..." after a repeatable one:
+ * PK_OPT_STR_LIST, or a PK_OPT_CUSTOM with max > 0), then `tail`, wrapped under `head`. */
+void pk_opts_synopsis(FILE *f, const char *head, const pk_opt *table, int n, const char *tail);
+
 /* The options' lines of --help, with section headings, in table order. */
 void pk_opts_help(FILE *f, const pk_opt *table, int n);
 

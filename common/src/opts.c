@@ -125,6 +125,37 @@ static void help_lines(FILE *f, const char *text, int used) {
     }
 }
 
+#define SYNOPSIS_WIDTH 92
+
+void pk_opts_synopsis(FILE *f, const char *head, const pk_opt *table, int n, const char *tail) {
+    int indent = (int)strlen(head) + 1, col = indent - 1;
+    fputs(head, f);
+    for (int i = 0; i <= n; i++) {
+        char item[160];
+        if (i == n)
+            snprintf(item, sizeof item, "%s", tail ? tail : "");
+        else if (table[i].type == PK_OPT_SECTION)
+            continue;
+        else
+            snprintf(item, sizeof item, "[%s%s%s]%s", table[i].name, table[i].metavar ? " " : "",
+                     table[i].metavar ? table[i].metavar : "",
+                     table[i].type == PK_OPT_STR_LIST ||
+                             (table[i].type == PK_OPT_CUSTOM && table[i].max > 0)
+                         ? "..."
+                         : "");
+        int len = (int)strlen(item);
+        if (!len)
+            continue;
+        if (col + 1 + len > SYNOPSIS_WIDTH && col > indent) {
+            fprintf(f, "\n%*s", indent - 1, "");
+            col = indent - 1;
+        }
+        fprintf(f, " %s", item);
+        col += 1 + len;
+    }
+    fputc('\n', f);
+}
+
 void pk_opts_help(FILE *f, const pk_opt *table, int n) {
     for (int i = 0; i < n; i++) {
         const pk_opt *o = &table[i];

@@ -82,20 +82,21 @@ static void options(sb_cli *c, pk_opt t[N_OPTS]) {
          0, 0, NULL, 0, NULL, NULL},
         {PK_OPT_CUSTOM, "--env", "NAME=VALUE",
          "added to the default environment; repeatable (NCCL_NVLS_ENABLE=0\nalways)", c, 0, 0, NULL,
-         0, parse_env, NULL},
+         SB_CLI_MAX_LIST, parse_env, NULL},
     };
     memcpy(t, rows, sizeof rows);
 }
 
 static void usage(FILE *f, const pk_opt *t) {
-    fprintf(f, "usage: pkgym sandbox [options] -- CMD ARGS...\n\n"
-               "Runs CMD (an absolute path, or relative to the work dir) in new user, mount, PID,\n"
-               "network, IPC and UTS namespaces with a minimal read-only filesystem, rlimits,\n"
-               "cgroups where the host allows and a seccomp filter, then prints one JSON verdict:\n"
-               "status (ok, exit, signal, timeout, memory, output_limit, setup_error), exit_code,\n"
-               "signal, wall_ms, cpu_ms, max_rss_kb, stdout, stderr, truncated, detail, limits.\n"
-               "Exit status: 0 when a verdict was printed.\n\n"
-               "Limits:\n");
+    pk_opts_synopsis(f, "usage: pkgym sandbox", t, N_OPTS, "-- CMD ARGS...");
+    fprintf(f,
+            "\nRuns CMD (an absolute path, or relative to the work dir) in new user, mount, PID,\n"
+            "network, IPC and UTS namespaces with a minimal read-only filesystem, rlimits,\n"
+            "cgroups where the host allows and a seccomp filter, then prints one JSON verdict:\n"
+            "status (ok, exit, signal, timeout, memory, output_limit, setup_error), exit_code,\n"
+            "signal, wall_ms, cpu_ms, max_rss_kb, stdout, stderr, truncated, detail, limits.\n"
+            "Exit status: 0 when a verdict was printed.\n\n"
+            "Limits:\n");
     pk_opts_help(f, t, N_OPTS);
 }
 
