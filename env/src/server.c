@@ -602,6 +602,11 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
     if (tightened)
         fprintf(stderr, "pkgym serve: %s was accessible to other users: made it 0700\n",
                 o->data_dir);
+    /* A server killed with SIGKILL left its jobs' directories, model code in them. */
+    int reaped = pk_job_reap_orphans(NULL);
+    if (reaped > 0)
+        fprintf(stderr, "pkgym serve: removed %d job director%s of exited servers\n", reaped,
+                reaped == 1 ? "y" : "ies");
     s->gpus = pk_gpu_list_json();
     if ((rc = init_sockets(s, err)))
         return rc;
