@@ -158,8 +158,6 @@ static void send_request(void *peer, unsigned op, unsigned problem, const uint8_
     msgpack_pack_str_with_body(&pk, last_episode, strlen(last_episode));
     msgpack_pack_str_with_body(&pk, "action", 6);
     msgpack_pack_str_with_body(&pk, action, action_len);
-    msgpack_pack_str_with_body(&pk, "options", 7);
-    msgpack_pack_map(&pk, 1);
     msgpack_pack_str_with_body(&pk, "max_turns", 9);
     msgpack_pack_int(&pk, (int)(problem % 5));
     zmq_send(peer, sb.data, sb.size, ZMQ_DONTWAIT);
