@@ -139,6 +139,8 @@ static void send_reply(void *sock, const zmq_msg_t *request_id, const char *code
  * client's CURVE INITIATE). The ids are 16 bytes from a counter, never the 5 bytes starting
  * with 0 that the ROUTER makes for peers without an id, and unique: no client can take
  * another's id or the next generated one (issue 27, finding 1). */
+#define PK_ZAP_CLIENT_HOLD_MS 20
+
 static void admit_client(pk_curve_server *s, const zmq_msg_t *request_id, const char *user_id) {
     static const char name[] = "Identity";
     unsigned char meta[1 + sizeof name - 1 + 4 + 16], *p = meta;
@@ -150,6 +152,11 @@ static void admit_client(pk_curve_server *s, const zmq_msg_t *request_id, const 
     memcpy(p, "\x01pkgym-c", 8);
     for (int i = 0; i < 8; i++)
         p[8 + i] = (unsigned char)(n >> (56 - 8 * i));
+    /* The I/O thread reads a reply already there right after sending the request, before it
+     * reads the client's INITIATE metadata, whose id would then win: with the reply held back
+     * that long, it is read later. Only handshakes wait: 50 a second at most. */
+    const struct timespec hold = {0, PK_ZAP_CLIENT_HOLD_MS * 1000000L};
+    nanosleep(&hold, NULL);
     send_reply_with(s->zap, request_id, "200", "OK", user_id, meta, sizeof meta);
 }
 
