@@ -7,6 +7,7 @@
  *   2 P O K (L16 BYTES)   peer P sends a well-formed request: op O (every op, unknown ones too),
  *                         the last episode id a reply named, problem K, the bytes as the action
  *   3                     one round of the server loop (pk_server_poll_once), replies drained
+ *                         (skipped when nothing was sent since the last round)
  *
  * Steps complete at once through fuzz_evaluator.c. The server must answer, never abort, leak
  * nor read out of bounds (ASan, UBSan); after the script the loop runs until it is quiet. */
@@ -171,6 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ready != 0)
         abort(); /* the harness itself could not start: not a finding of the server */
     reader r = {data, size};
+    int sent = 0;
     while (r.left) {
         unsigned cmd = take(&r) % 4;
         if (cmd == 0) {
@@ -182,6 +184,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 size_t len = take_bytes(&r, want, &bytes);
                 zmq_send(peer, bytes, len, (i + 1 < n ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
             }
+            sent = 1;
         } else if (cmd == 1 && n_peers < MAX_PEERS) {
             const uint8_t *id;
             size_t len = take_bytes(&r, take(&r), &id);
@@ -195,8 +198,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const uint8_t *action;
             size_t len = take_bytes(&r, want, &action);
             send_request(peer, op, problem, action, len);
-        } else if (cmd == 3) {
-            pump();
+            sent = 1;
+        } else if (cmd == 3 && sent) {
+            pump(); /* a round with nothing sent since the last would only repeat it */
+            sent = 0;
         }
     }
     /* Until quiet: replies, completions and store commits of this input are handled now. */
