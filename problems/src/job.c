@@ -36,7 +36,8 @@ static void hold_owner_lock(const char *root) {
         char path[600];
         snprintf(path, sizeof path, "%s/job-%d.owner", root, (int)getpid());
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        /* Blocking: a reaper holds it only for the instant it tests it. */
+        if (fd >= 0 && flock(fd, LOCK_EX) == 0) {
             snprintf(held_root, sizeof held_root, "%s", root);
             held_pid = getpid(); /* the fd stays open: the lock lasts the process */
         } else if (fd >= 0) {
@@ -77,17 +78,25 @@ int pk_job_reap_orphans(const char *work_root) {
         return 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        int pid, end = 0;
+        int pid = 0, end = 0;
         unsigned n, tag;
-        char path[800];
+        char path[800], keep[820];
         snprintf(path, sizeof path, "%s/%s", root, e->d_name);
-        if (sscanf(e->d_name, "job-%d-%u-%8x%n", &pid, &n, &tag, &end) == 3 &&
-            e->d_name[end] == '\0' && pid > 0 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
-            st.st_uid == geteuid() && owner_gone(root, pid) && pk_rm_rf(path) == 0)
+        snprintf(keep, sizeof keep, "%s/.keep", path);
+        if (lstat(path, &st) != 0 || st.st_uid != geteuid())
+            continue;
+        int job_dir = sscanf(e->d_name, "job-%d-%u-%8x%n", &pid, &n, &tag, &end) == 3 && end > 0 &&
+                      e->d_name[end] == '\0' && S_ISDIR(st.st_mode);
+        if (!job_dir) {
+            end = 0;
+            int owner_file = sscanf(e->d_name, "job-%d.owner%n", &pid, &end) == 1 && end > 0 &&
+                             e->d_name[end] == '\0' && S_ISREG(st.st_mode);
+            if (owner_file && pid > 0 && owner_gone(root, pid))
+                unlink(path);
+            continue;
+        }
+        if (pid > 0 && access(keep, F_OK) != 0 && owner_gone(root, pid) && pk_rm_rf(path) == 0)
             removed++;
-        else if (sscanf(e->d_name, "job-%d.owner%n", &pid, &end) == 1 && e->d_name[end] == '\0' &&
-                 pid > 0 && owner_gone(root, pid))
-            unlink(path);
     }
     closedir(d);
     return removed;
@@ -165,6 +174,11 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
         hold_owner_lock(root);
     if (rc == PK_OK && mkdir(job->dir, 0700) != 0)
         rc = pk_error_errno(err, PK_ERR_IO, "mkdir %s", job->dir);
+    if (rc == PK_OK && job->opts.keep_workdir) { /* kept on purpose: never reaped */
+        char keep[sizeof job->dir + 8];
+        snprintf(keep, sizeof keep, "%s/.keep", job->dir);
+        rc = pk_write_file_private(keep, "", 0, err);
+    }
     if (rc == PK_OK && source)
         rc = pk_write_file_private(job->src_path, source, strlen(source), err);
     if (rc) {
