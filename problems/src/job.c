@@ -27,22 +27,31 @@ static void default_root(char *out, size_t cap) {
 /* A process that makes job directories under root holds an exclusive lock on root/job-PID.owner
  * for as long as it lives: the kernel drops it when the process dies, however it dies (and in
  * any PID namespace), which is how pk_job_reap_orphans tells a dead owner from a live one. */
+#define PK_OWNER_ROOTS 16 /* roots a process locks; past that, its PID alone tells */
+
 static void hold_owner_lock(const char *root) {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static char held_root[512];
+    static char held[PK_OWNER_ROOTS][512];
+    static int n_held;
     static pid_t held_pid;
     pthread_mutex_lock(&mu);
-    if (held_pid != getpid() || strcmp(held_root, root) != 0) {
+    if (held_pid != getpid()) { /* a forked child holds none of its parent's locks */
+        n_held = 0;
+        held_pid = getpid();
+    }
+    int have = 0;
+    for (int i = 0; i < n_held && !have; i++)
+        have = strcmp(held[i], root) == 0;
+    if (!have && n_held < PK_OWNER_ROOTS) {
         char path[600];
         snprintf(path, sizeof path, "%s/job-%d.owner", root, (int)getpid());
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        /* Blocking: a reaper holds it only for the instant it tests it. */
-        if (fd >= 0 && flock(fd, LOCK_EX) == 0) {
-            snprintf(held_root, sizeof held_root, "%s", root);
-            held_pid = getpid(); /* the fd stays open: the lock lasts the process */
-        } else if (fd >= 0) {
+        /* Blocking: a reaper holds it only for the instant it tests it; never one of ours
+         * (each root is locked once, through one descriptor that stays open). */
+        if (fd >= 0 && flock(fd, LOCK_EX) == 0)
+            snprintf(held[n_held++], sizeof held[0], "%s", root);
+        else if (fd >= 0)
             close(fd);
-        }
     }
     pthread_mutex_unlock(&mu);
 }

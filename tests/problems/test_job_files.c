@@ -302,10 +302,47 @@ static void test_reap_orphans(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Jobs in two roots, alternately: each root's owner lock is taken once (a second lock of the
+ * same file through another descriptor would wait for ever), and a reaper leaves them. */
+static void test_owner_lock_per_root(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &set, &err), PK_OK);
+    const pk_problem *scale = pk_problem_set_find(set, "selftest/scale");
+    assert_non_null(scale);
+    char base[] = "/tmp/pk-test-owner-XXXXXX", roots[2][64], path[160];
+    assert_non_null(mkdtemp(base));
+    for (int r = 0; r < 2; r++)
+        snprintf(roots[r], sizeof roots[r], "%s/jobs%d", base, r);
+    pk_job *kept[3];
+    for (int i = 0; i < 3; i++) {
+        pk_eval_opts o;
+        pk_eval_opts_default(&o);
+        o.work_root = roots[i % 2];
+        pk_eval_result res;
+        pk_eval_result_init(&res);
+        assert_int_equal(pk_job_create(scale, correct_scale, &o, &kept[i], &res, &err), PK_OK);
+        pk_eval_result_free(&res);
+    }
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof path, "%s/job-%d.owner", roots[r], (int)getpid());
+        assert_int_equal(access(path, F_OK), 0);
+        assert_int_equal(pk_job_reap_orphans(roots[r]), 0); /* ours, alive */
+    }
+    for (int i = 0; i < 3; i++)
+        pk_job_free(kept[i]);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    pk_problem_set_free(set);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_files_private),
         cmocka_unit_test(test_reap_orphans),
+        cmocka_unit_test(test_owner_lock_per_root),
         cmocka_unit_test(test_foreign_jobs_root_refused),
         cmocka_unit_test(test_markers_never_followed),
     };
