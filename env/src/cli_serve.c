@@ -1,10 +1,14 @@
 /* `pkgym serve`: options, signals, and the server's lifetime. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "pk_cli_args.h"
 #include "pk_env.h"
@@ -215,6 +219,38 @@ static int parse_args(int argc, char **argv, pk_server_opts *o) {
     return 0;
 }
 
+/* After the stop signal, the grace, and this much for running stages and the store: then the
+ * server exits at once (issue 27, finding 8: a candidate that hangs, or a client's long
+ * run_timeout_ms, kept it up for minutes). Its sandboxes die with it (PR_SET_PDEATHSIG); the
+ * steps still in flight are in the journal, answered as after any crash (docs/protocol.md). */
+#define PK_SHUTDOWN_SLACK_MS 10000
+#define PK_EXIT_SHUTDOWN_BOUND 3
+
+typedef struct shutdown_bound {
+    volatile sig_atomic_t *stop;
+    int grace_ms;
+    atomic_int done;
+} shutdown_bound;
+
+static void *shutdown_bound_main(void *arg) {
+    shutdown_bound *b = arg;
+    const struct timespec tick = {0, 100 * 1000 * 1000};
+    while (!*b->stop && !atomic_load(&b->done))
+        nanosleep(&tick, NULL);
+    double limit_ms = pk_now_ms() + b->grace_ms + PK_SHUTDOWN_SLACK_MS;
+    while (!atomic_load(&b->done)) {
+        if (pk_now_ms() >= limit_ms) {
+            fprintf(stderr,
+                    "pkgym serve: still stopping %d ms after the signal (grace %d ms): exiting "
+                    "now; steps still being evaluated get their answer at the next start\n",
+                    b->grace_ms + PK_SHUTDOWN_SLACK_MS, b->grace_ms);
+            _exit(PK_EXIT_SHUTDOWN_BOUND);
+        }
+        nanosleep(&tick, NULL);
+    }
+    return NULL;
+}
+
 int pk_cmd_serve(int argc, char **argv) {
     pk_server_opts o;
     pk_server_opts_default(&o);
@@ -251,9 +287,22 @@ int pk_cmd_serve(int argc, char **argv) {
         fprintf(stderr, o.n_gpus == 0 ? " (pure broker: --gpus none)" : " and an in-process one");
     }
     fprintf(stderr, "\n");
+    shutdown_bound b = {.stop = stop_requested, .grace_ms = o.shutdown_grace_ms};
+    pthread_t bound_thread;
+    sigset_t stops, before;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stops, &before); /* the signals stay the poll loop's */
+    int bounded = pthread_create(&bound_thread, NULL, shutdown_bound_main, &b) == 0;
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
     rc = pk_server_run(s);
     pk_server_free(s);
     free(s);
+    if (bounded) {
+        atomic_store(&b.done, 1);
+        pthread_join(bound_thread, NULL);
+    }
     fprintf(stderr, "pkgym serve: stopped\n");
     return rc == 0 ? 0 : 1;
 }

@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+
+#include "pk_common.h"
+#include "pk_splitmix.h"
 
 static size_t bucket_of(const char *id) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
@@ -13,17 +17,36 @@ static size_t bucket_of(const char *id) {
     return (size_t)(h % PK_CLIENT_BUCKETS);
 }
 
+/* A secret of this run: a peer is named by a keyed hash of its routing id, so that neither
+ * stats nor an error shows a routing id (issue 27, finding 1: a client that learns the ids the
+ * ROUTER hands out can claim the next one). */
+static uint8_t peer_secret[32];
+static int peer_secret_ready;
+
 void pk_client_identity(zmq_msg_t *body, const pk_envelope *env, char out[PK_CLIENT_ID_MAX]) {
     const char *user = body ? zmq_msg_gets(body, "User-Id") : NULL;
     if (user && *user) {
         snprintf(out, PK_CLIENT_ID_MAX, "key:%.80s", user);
         return;
     }
+    if (!peer_secret_ready) {
+        /* getrandom fails only without the syscall (Linux < 3.17): the clock then, not secret
+         * from a patient local observer but no routing id either. */
+        if (getrandom(peer_secret, sizeof peer_secret, 0) != (ssize_t)sizeof peer_secret)
+            for (size_t i = 0; i < sizeof peer_secret; i++)
+                peer_secret[i] = (uint8_t)pk_splitmix64((uint64_t)(pk_now_ms() * 1e3) + i);
+        peer_secret_ready = 1;
+    }
+    uint8_t digest[32];
+    pk_sha256 h;
+    pk_sha256_init(&h);
+    pk_sha256_update(&h, peer_secret, sizeof peer_secret);
+    if (env->n > 0)
+        pk_sha256_update(&h, env->frame[0], env->len[0]);
+    pk_sha256_final(&h, digest);
     int n = snprintf(out, PK_CLIENT_ID_MAX, "peer:");
-    size_t len = env->n > 0 ? env->len[0] : 0;
-    for (size_t i = 0; i < len && n + 3 < PK_CLIENT_ID_MAX; i++)
-        n += snprintf(out + n, PK_CLIENT_ID_MAX - (size_t)n, "%02x",
-                      (unsigned char)env->frame[0][i]);
+    for (size_t i = 0; i < 16 && n + 3 < PK_CLIENT_ID_MAX; i++)
+        n += snprintf(out + n, PK_CLIENT_ID_MAX - (size_t)n, "%02x", digest[i]);
 }
 
 pk_client_entry *pk_client_get(pk_client_table *t, const char *id) {

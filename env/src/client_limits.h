@@ -11,7 +11,8 @@
 
 #include "transport.h"
 
-#define PK_CLIENT_ID_MAX 520 /* "peer:" + a 255-byte routing id in hex */
+/* "key:" + a CURVE key, or "peer:" + a keyed hash of the routing id */
+#define PK_CLIENT_ID_MAX 520
 #define PK_CLIENT_BUCKETS 1024
 
 typedef struct pk_client_table pk_client_table;

@@ -40,6 +40,12 @@ int pk_request_decode(pk_request *r, const void *data, size_t len, size_t max_by
         memchr(op->via.str.ptr, '\0', op->via.str.size)) {
         return pk_error_set(err, PK_ERR_INVALID, "field 'op' is not an operation name");
     }
+    /* Replies quote it (unknown_op): invalid UTF-8 would make the reply unencodable
+     * (issue 27, finding 8: it was answered `internal: out of memory`). */
+    json_t *check = json_stringn(op->via.str.ptr, op->via.str.size);
+    if (!check)
+        return pk_error_set(err, PK_ERR_INVALID, "field 'op' is not valid UTF-8");
+    json_decref(check);
     memcpy(r->op, op->via.str.ptr, op->via.str.size);
     r->op[op->via.str.size] = '\0';
     return PK_OK;

@@ -380,43 +380,47 @@ static void fail_unfinished(pk_server *s) {
     }
 }
 
-int pk_server_run(pk_server *s) {
-    double next_expiry = pk_now_ms() + EXPIRY_PERIOD_MS;
-    while (!*s->stop) {
-        pk_presence_update(s->presence, pk_now_ms());
-        zmq_pollitem_t items[3] = {{s->router, 0, ZMQ_POLLIN, 0},
-                                   {s->done_pull, 0, ZMQ_POLLIN, 0},
-                                   {s->stored_pull, 0, ZMQ_POLLIN, 0}};
-        int n = zmq_poll(items, 3, 250);
-        if (n < 0) {
-            if (zmq_errno() == EINTR)
-                continue;
-            fprintf(stderr, "pkgym serve: poll: %s\n", zmq_strerror(zmq_errno()));
-            break;
-        }
-        /* Requests first and completions a few at a time: finishing a step (store commit,
-         * feedback, next prompt) costs far more than a request, so a burst of completions
-         * must not queue cheap requests like hello behind all of it. */
-        for (int i = 0; i < BATCH && (items[0].revents & ZMQ_POLLIN); i++) {
-            double t0 = pk_now_ms();
-            if (serve_one(s) < 0)
-                break;
-            double dt = pk_now_ms() - t0;
-            if (dt > s->n.request_ms_max)
-                s->n.request_ms_max = dt;
-        }
-        for (int i = 0; i < COMPLETION_BATCH && (items[1].revents & ZMQ_POLLIN); i++)
-            if (take_completion(s) < 0)
-                break;
-        for (int i = 0; i < BATCH && (items[2].revents & ZMQ_POLLIN); i++)
-            if (take_stored(s) < 0)
-                break;
-        double now = pk_now_ms();
-        if (now >= next_expiry) {
-            expire_idle(s, now);
-            next_expiry = now + EXPIRY_PERIOD_MS;
-        }
+int pk_server_poll_once(pk_server *s, int timeout_ms) {
+    pk_presence_update(s->presence, pk_now_ms());
+    zmq_pollitem_t items[3] = {{s->router, 0, ZMQ_POLLIN, 0},
+                               {s->done_pull, 0, ZMQ_POLLIN, 0},
+                               {s->stored_pull, 0, ZMQ_POLLIN, 0}};
+    int n = zmq_poll(items, 3, timeout_ms);
+    if (n < 0) {
+        if (zmq_errno() == EINTR)
+            return 0;
+        fprintf(stderr, "pkgym serve: poll: %s\n", zmq_strerror(zmq_errno()));
+        return -1;
     }
+    /* Requests first and completions a few at a time: finishing a step (store commit,
+     * feedback, next prompt) costs far more than a request, so a burst of completions
+     * must not queue cheap requests like hello behind all of it. */
+    for (int i = 0; i < BATCH && (items[0].revents & ZMQ_POLLIN); i++) {
+        double t0 = pk_now_ms();
+        if (serve_one(s) < 0)
+            break;
+        double dt = pk_now_ms() - t0;
+        if (dt > s->n.request_ms_max)
+            s->n.request_ms_max = dt;
+    }
+    for (int i = 0; i < COMPLETION_BATCH && (items[1].revents & ZMQ_POLLIN); i++)
+        if (take_completion(s) < 0)
+            break;
+    for (int i = 0; i < BATCH && (items[2].revents & ZMQ_POLLIN); i++)
+        if (take_stored(s) < 0)
+            break;
+    double now = pk_now_ms();
+    if (now >= s->next_expiry_ms) {
+        expire_idle(s, now);
+        s->next_expiry_ms = now + EXPIRY_PERIOD_MS;
+    }
+    return n;
+}
+
+int pk_server_run(pk_server *s) {
+    while (!*s->stop)
+        if (pk_server_poll_once(s, 250) < 0)
+            break;
     fprintf(stderr, "pkgym serve: stopping: %llu step(s) in flight, grace %d ms\n",
             (unsigned long long)s->n.steps_in_flight, s->opts.shutdown_grace_ms);
     /* Stop accepting (the ROUTER is no longer read), let the scheduler finish or cancel its
@@ -433,8 +437,8 @@ int pk_server_run(pk_server *s) {
     return 0;
 }
 
-/* Every client endpoint through the one secure-bind function (pk_curve.h): CURVE on tcp://
- * when configured, plain tcp:// only on loopback unless --insecure. */
+/* Every client endpoint through the one secure-bind function (pk_curve.h): CURVE on network
+ * transports when configured, plain ones only on loopback unless --insecure. */
 static int bind_all(pk_server *s, pk_error *err) {
     int tcp = 0;
     /* The key pair may serve only the worker endpoints (no --curve-allow). */
@@ -445,14 +449,16 @@ static int bind_all(pk_server *s, pk_error *err) {
                                        s->opts.insecure, resolved, sizeof resolved, err);
         if (rc)
             return rc;
-        tcp |= strncmp(resolved, "tcp://", 6) == 0;
+        int network = pk_endpoint_uses_curve(resolved);
+        tcp |= network;
         fprintf(stderr, "pkgym serve: bound %s%s\n", resolved,
-                strncmp(resolved, "tcp://", 6) ? ""
-                : curve                        ? " (CURVE)"
-                                               : " (no CURVE)");
+                !network ? ""
+                : curve  ? " (CURVE)"
+                         : " (no CURVE)");
     }
     if (curve && !tcp)
-        fprintf(stderr, "pkgym serve: note: CURVE applies to tcp:// endpoints; none is bound\n");
+        fprintf(stderr, "pkgym serve: note: CURVE applies to network endpoints (tcp://, ws://, "
+                        "...); none is bound\n");
     return PK_OK;
 }
 
@@ -574,7 +580,7 @@ static int init_sockets(pk_server *s, pk_error *err) {
     s->zctx = zmq_ctx_new();
     if (!s->zctx)
         return pk_error_set(err, PK_ERR_SYSTEM, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    s->router = zmq_socket(s->zctx, ZMQ_ROUTER);
+    s->router = pk_router_socket_new(s->zctx);
     s->done_pull = zmq_socket(s->zctx, ZMQ_PULL);
     if (!s->router || !s->done_pull)
         return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
@@ -642,6 +648,7 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
     s->opts = *o;
     s->stop = stop;
     s->started_ms = pk_now_ms();
+    s->next_expiry_ms = s->started_ms + EXPIRY_PERIOD_MS;
     s->max_request_bytes = o->max_action_bytes + (256u << 10);
     int rc = pk_problem_set_load(o->problems_dir, o->modules_dir, &s->problems, err);
     if (rc)
@@ -655,6 +662,11 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
     if (tightened)
         fprintf(stderr, "pkgym serve: %s was accessible to other users: made it 0700\n",
                 o->data_dir);
+    /* A server killed with SIGKILL left its jobs' directories, model code in them. */
+    int reaped = pk_job_reap_orphans(NULL);
+    if (reaped > 0)
+        fprintf(stderr, "pkgym serve: removed %d job director%s of exited servers\n", reaped,
+                reaped == 1 ? "y" : "ies");
     s->gpus = pk_gpu_list_json();
     if ((rc = init_sockets(s, err)))
         return rc;

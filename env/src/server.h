@@ -112,6 +112,7 @@ typedef struct pk_server {
     pk_episode_table episodes;
     pk_server_counters n;
     double started_ms;
+    double next_expiry_ms; /* when idle episodes are next expired */
     volatile sig_atomic_t *stop;
 } pk_server;
 
@@ -127,6 +128,11 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
                    pk_error *err);
 /* Serves until *stop is set, then shuts down gracefully. */
 int pk_server_run(pk_server *s);
+/* One round of the serving loop (requests, completions, store commits, idle expiry), waiting
+ * at most timeout_ms for something to do. Returns how many of its sockets had something (0:
+ * none), -1 when polling failed. pk_server_run repeats it;
+ * the server-loop fuzzer (tests/env/fuzz) drives it directly. */
+int pk_server_poll_once(pk_server *s, int timeout_ms);
 void pk_server_free(pk_server *s);
 
 /* Commits job on the store writer, then sends body (consumed) to env with the raw id (owned by

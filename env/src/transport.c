@@ -15,6 +15,13 @@ int pk_transport_recv(void *router, pk_envelope *env, zmq_msg_t *body) {
         }
         int more = zmq_msg_more(&part);
         if (!more) {
+            /* The envelope is the routing id, then at most the empty delimiter of a REQ
+             * client (or a DEALER that adds it); anything more is an extra frame, whatever
+             * its size (issue 27, finding 8). */
+            if (env->n > 2 || (env->n == 2 && env->len[1] != 0)) {
+                bad = 1;
+                env->n = 1;
+            }
             if (bad || env->n == 0) {
                 zmq_msg_close(&part);
                 return 1;

@@ -16,9 +16,9 @@ typedef struct pk_envelope {
     char frame[PK_MAX_ENVELOPE][PK_MAX_ENVELOPE_FRAME];
 } pk_envelope;
 
-/* Receives one whole message. Returns 0 with a body, 1 when the message has an unusable
- * envelope (more frames than expected or an oversize frame: only the identity is kept and
- * *body holds nothing), -1 on a socket error. */
+/* Receives one whole message: [routing id][empty delimiter, optional][body]. Returns 0 with a
+ * body, 1 when the message has an unusable envelope (any other frame before the body: only the
+ * identity is kept and *body holds nothing), -1 on a socket error. */
 int pk_transport_recv(void *router, pk_envelope *env, zmq_msg_t *body);
 /* Sends without blocking; a reply to a peer that has gone is dropped (ROUTER semantics). */
 int pk_transport_send(void *router, const pk_envelope *env, const void *data, size_t len);

@@ -213,6 +213,11 @@ int pk_job_is_warm(const pk_job *job);
  * On a warm job: checks the object is in place, says go and waits for the warm run. */
 int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk_error *err);
 void pk_job_free(pk_job *job); /* removes the job directory unless keep_workdir */
+/* Removes the job directories (model-written code) that processes which have exited left under
+ * work_root (NULL: $TMPDIR/pkgym-jobs), as a SIGKILLed server does; a live process's are kept
+ * (it holds a lock, job-PID.owner, for its life), and so are those of keep_workdir (they hold a
+ * .keep file). Returns how many were removed. */
+int pk_job_reap_orphans(const char *work_root);
 
 /* All stages in order; the run is warmed during the compile unless opts->no_warm. Returns
  * non-zero only if the harness itself failed. */

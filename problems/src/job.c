@@ -3,15 +3,113 @@
 #define _GNU_SOURCE
 #include "pk_job.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static atomic_uint job_counter;
+
+static void default_root(char *out, size_t cap) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, cap, "%s/pkgym-jobs", tmp && *tmp ? tmp : "/tmp");
+}
+
+/* A process that makes job directories under root holds an exclusive lock on root/job-PID.owner
+ * for as long as it lives: the kernel drops it when the process dies, however it dies (and in
+ * any PID namespace), which is how pk_job_reap_orphans tells a dead owner from a live one. */
+#define PK_OWNER_ROOTS 16 /* roots a process locks; past that, its PID alone tells */
+
+static void hold_owner_lock(const char *root) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char held[PK_OWNER_ROOTS][512];
+    static int n_held;
+    static pid_t held_pid;
+    pthread_mutex_lock(&mu);
+    if (held_pid != getpid()) { /* a forked child holds none of its parent's locks */
+        n_held = 0;
+        held_pid = getpid();
+    }
+    int have = 0;
+    for (int i = 0; i < n_held && !have; i++)
+        have = strcmp(held[i], root) == 0;
+    if (!have && n_held < PK_OWNER_ROOTS) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/job-%d.owner", root, (int)getpid());
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* Blocking: a reaper holds it only for the instant it tests it; never one of ours
+         * (each root is locked once, through one descriptor that stays open). */
+        if (fd >= 0 && flock(fd, LOCK_EX) == 0)
+            snprintf(held[n_held++], sizeof held[0], "%s", root);
+        else if (fd >= 0)
+            close(fd);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* 1 when the process that made job directories job-PID-* under root has exited. */
+static int owner_gone(const char *root, int pid) {
+    if (pid == (int)getpid())
+        return 0;
+    char path[600];
+    snprintf(path, sizeof path, "%s/job-%d.owner", root, pid);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) /* no lock file (made before it existed): the PID alone */
+        return kill(pid, 0) != 0 && errno == ESRCH;
+    int gone = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    close(fd);
+    return gone;
+}
+
+int pk_job_reap_orphans(const char *work_root) {
+    char root[512];
+    if (work_root)
+        snprintf(root, sizeof root, "%s", work_root);
+    else
+        default_root(root, sizeof root);
+    int removed = 0;
+    struct stat st;
+    /* Only a directory of ours that no one else can write to (pk_mkdir_private made it). */
+    if (lstat(root, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 0077))
+        return 0;
+    DIR *d = opendir(root);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = 0, end = 0;
+        unsigned n, tag;
+        char path[800], keep[820];
+        snprintf(path, sizeof path, "%s/%s", root, e->d_name);
+        snprintf(keep, sizeof keep, "%s/.keep", path);
+        if (lstat(path, &st) != 0 || st.st_uid != geteuid())
+            continue;
+        int job_dir = sscanf(e->d_name, "job-%d-%u-%8x%n", &pid, &n, &tag, &end) == 3 && end > 0 &&
+                      e->d_name[end] == '\0' && S_ISDIR(st.st_mode);
+        if (!job_dir) {
+            end = 0;
+            int owner_file = sscanf(e->d_name, "job-%d.owner%n", &pid, &end) == 1 && end > 0 &&
+                             e->d_name[end] == '\0' && S_ISREG(st.st_mode);
+            if (owner_file && pid > 0 && owner_gone(root, pid))
+                unlink(path);
+            continue;
+        }
+        if (pid > 0 && access(keep, F_OK) != 0 && owner_gone(root, pid) && pk_rm_rf(path) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
 
 static void compute_key(pk_job *job, const char *source) {
     pk_sha256 h;
@@ -55,8 +153,7 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     const char *root = job->opts.work_root;
     char def_root[512];
     if (!root) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(def_root, sizeof def_root, "%s/pkgym-jobs", tmp && *tmp ? tmp : "/tmp");
+        default_root(def_root, sizeof def_root);
         root = def_root;
     }
     uint32_t tag; /* unique among servers sharing the root; not derived from the secret seed */
@@ -86,8 +183,15 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     /* The job dir holds model-written code and its object: private (0700, files 0600), and
      * made fresh, never an existing directory someone else may have prepared. */
     int rc = pk_mkdir_private(root, NULL, err);
+    if (rc == PK_OK)
+        hold_owner_lock(root);
     if (rc == PK_OK && mkdir(job->dir, 0700) != 0)
         rc = pk_error_errno(err, PK_ERR_IO, "mkdir %s", job->dir);
+    if (rc == PK_OK && job->opts.keep_workdir) { /* kept on purpose: never reaped */
+        char keep[sizeof job->dir + 8];
+        snprintf(keep, sizeof keep, "%s/.keep", job->dir);
+        rc = pk_write_file_private(keep, "", 0, err);
+    }
     if (rc == PK_OK && source)
         rc = pk_write_file_private(job->src_path, source, strlen(source), err);
     if (rc) {

@@ -91,7 +91,7 @@ int pk_client_connect_curve(const char *endpoint, const pk_curve_client_keys *ke
     zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof linger);
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
     c->curve = keys != NULL;
-    int rc = strncmp(endpoint, "tcp://", 6) == 0 ? watch_handshakes(c, err) : PK_OK;
+    int rc = pk_endpoint_uses_curve(endpoint) ? watch_handshakes(c, err) : PK_OK;
     if (rc == PK_OK)
         rc = pk_socket_connect_secure(c->sock, endpoint, keys, err);
     if (rc) {

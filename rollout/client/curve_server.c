@@ -40,6 +40,7 @@ struct pk_curve_server {
     allow_set domains[MAX_DOMAINS];
     int n_domains;
     atomic_ulong admitted, refused;
+    atomic_ullong next_client_id; /* the routing ids given to admitted clients */
 };
 
 /* Reads dir's keys into set (replacing them). Files that hold no key are reported once. */
@@ -115,15 +116,48 @@ static int key_allowed(pk_curve_server *s, const char *domain, const char *key) 
     return ok;
 }
 
-static void send_reply(void *sock, const zmq_msg_t *request_id, const char *code, const char *text,
-                       const char *user_id) {
+/* metadata: ZMTP properties for the connection ("" for none). */
+static void send_reply_with(void *sock, const zmq_msg_t *request_id, const char *code,
+                            const char *text, const char *user_id, const void *metadata,
+                            size_t metadata_len) {
     zmq_send(sock, "1.0", 3, ZMQ_SNDMORE);
     zmq_send(sock, zmq_msg_data((zmq_msg_t *)request_id), zmq_msg_size((zmq_msg_t *)request_id),
              ZMQ_SNDMORE);
     zmq_send(sock, code, strlen(code), ZMQ_SNDMORE);
     zmq_send(sock, text, strlen(text), ZMQ_SNDMORE);
     zmq_send(sock, user_id, strlen(user_id), ZMQ_SNDMORE);
-    zmq_send(sock, "", 0, 0); /* metadata */
+    zmq_send(sock, metadata, metadata_len, 0);
+}
+
+static void send_reply(void *sock, const zmq_msg_t *request_id, const char *code, const char *text,
+                       const char *user_id) {
+    send_reply_with(sock, request_id, code, text, user_id, "", 0);
+}
+
+/* Admits a client connection with a routing id of the server's choosing: the ZAP reply's
+ * "Identity" property replaces the one the client sent (libzmq 4.3.4 reads it after the
+ * client's CURVE INITIATE). The ids are 16 bytes from a counter, never the 5 bytes starting
+ * with 0 that the ROUTER makes for peers without an id, and unique: no client can take
+ * another's id or the next generated one (issue 27, finding 1). */
+#define PK_ZAP_CLIENT_HOLD_MS 20
+
+static void admit_client(pk_curve_server *s, const zmq_msg_t *request_id, const char *user_id) {
+    static const char name[] = "Identity";
+    unsigned char meta[1 + sizeof name - 1 + 4 + 16], *p = meta;
+    uint64_t n = (uint64_t)atomic_fetch_add(&s->next_client_id, 1);
+    *p++ = (unsigned char)(sizeof name - 1);
+    memcpy(p, name, sizeof name - 1);
+    p += sizeof name - 1;
+    *p++ = 0, *p++ = 0, *p++ = 0, *p++ = 16;
+    memcpy(p, "\x01pkgym-c", 8);
+    for (int i = 0; i < 8; i++)
+        p[8 + i] = (unsigned char)(n >> (56 - 8 * i));
+    /* The I/O thread reads a reply already there right after sending the request, before it
+     * reads the client's INITIATE metadata, whose id would then win: with the reply held back
+     * that long, it is read later. Only handshakes wait: 50 a second at most. */
+    const struct timespec hold = {0, PK_ZAP_CLIENT_HOLD_MS * 1000000L};
+    nanosleep(&hold, NULL);
+    send_reply_with(s->zap, request_id, "200", "OK", user_id, meta, sizeof meta);
 }
 
 static int frame_is(zmq_msg_t *m, const char *s) {
@@ -165,7 +199,10 @@ static void handle_request(pk_curve_server *s) {
         zmq_z85_encode(key, zmq_msg_data(&f[6]), 32);
         if (key_allowed(s, domain, key)) {
             atomic_fetch_add(&s->admitted, 1);
-            send_reply(s->zap, &f[1], "200", "OK", key);
+            if (strcmp(domain, PK_CURVE_DOMAIN_CLIENTS) == 0)
+                admit_client(s, &f[1], key);
+            else /* workers name themselves: the broker knows them by their ids */
+                send_reply(s->zap, &f[1], "200", "OK", key);
         } else {
             atomic_fetch_add(&s->refused, 1);
             send_reply(s->zap, &f[1], "400", "key not authorized", "");

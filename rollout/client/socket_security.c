@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+#include <stdlib.h>
 
 #include <zmq.h>
 
@@ -63,18 +65,77 @@ static int set_curve_server(void *sock, const pk_curve_server *curve, const char
     return PK_OK;
 }
 
+/* Every transport libzmq has, and what decides who can reach an endpoint of it. */
+typedef enum endpoint_reach {
+    REACH_PROCESS, /* inproc: this process only */
+    REACH_FILES,   /* ipc: whoever may open the socket file (its directory's permissions) */
+    REACH_NETWORK, /* tcp, ws, wss, tipc, vmci: other hosts, or other users of this one */
+    REACH_NONE     /* pgm, epgm, norm, udp: publish-subscribe and radio-dish transports */
+} endpoint_reach;
+
+static const struct {
+    const char *scheme;
+    endpoint_reach reach;
+    int has_loopback; /* the address can be loopback only (tcp://127.0.0.1:..., ws://[::1]:...) */
+} transports[] = {
+    {"inproc", REACH_PROCESS, 0}, {"ipc", REACH_FILES, 0},   {"tcp", REACH_NETWORK, 1},
+    {"ws", REACH_NETWORK, 1},     {"wss", REACH_NETWORK, 1}, {"tipc", REACH_NETWORK, 0},
+    {"vmci", REACH_NETWORK, 0},   {"pgm", REACH_NONE, 0},    {"epgm", REACH_NONE, 0},
+    {"norm", REACH_NONE, 0},      {"udp", REACH_NONE, 0},
+};
+
+/* The transport of endpoint (index into transports), or -1 when libzmq names none such. */
+static int transport_of(const char *endpoint) {
+    const char *sep = strstr(endpoint, "://");
+    if (!sep)
+        return -1;
+    size_t n = (size_t)(sep - endpoint);
+    for (size_t i = 0; i < sizeof transports / sizeof *transports; i++)
+        if (strlen(transports[i].scheme) == n && strncmp(endpoint, transports[i].scheme, n) == 0)
+            return (int)i;
+    return -1;
+}
+
+int pk_endpoint_is_loopback(const char *endpoint) {
+    int t = transport_of(endpoint);
+    if (t < 0 || !transports[t].has_loopback)
+        return 0;
+    /* ws://HOST:PORT/PATH and wss://...: the same host rules as tcp:// once the path is off. */
+    char tcp[512];
+    const char *rest = strstr(endpoint, "://") + 3;
+    size_t n = strcspn(rest, "/");
+    if (n + 7 > sizeof tcp)
+        return 0;
+    snprintf(tcp, sizeof tcp, "tcp://%.*s", (int)n, rest);
+    return pk_endpoint_is_loopback_tcp(tcp);
+}
+
+/* The one rule (docs/security.md, "Transports"): an endpoint that other hosts or users can reach
+ * gets CURVE when there are keys, else it must be loopback, else --insecure says so (warning);
+ * ipc:// relies on its directory's permissions, inproc:// on the process; the rest is refused. */
 int pk_socket_bind_secure(void *sock, const char *endpoint, const pk_curve_server *curve,
                           const char *domain, int insecure, char *resolved, size_t resolved_cap,
                           pk_error *err) {
-    int tcp = strncmp(endpoint, "tcp://", 6) == 0;
-    int use_curve = tcp && curve;
-    if (tcp && !curve && !pk_endpoint_is_loopback_tcp(endpoint)) {
+    int t = transport_of(endpoint);
+    if (t < 0)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "%s: unknown transport (pkgym binds tcp://, ws://, wss://, tipc://, "
+                            "vmci://, ipc:// and inproc://)",
+                            endpoint);
+    if (transports[t].reach == REACH_NONE)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "%s: %s:// carries no request-reply sockets (use tcp:// or ipc://)",
+                            endpoint, transports[t].scheme);
+    int network = transports[t].reach == REACH_NETWORK;
+    int use_curve = network && curve;
+    if (network && !curve && !pk_endpoint_is_loopback(endpoint)) {
         if (!insecure)
             return pk_error_set(err, PK_ERR_INVALID,
                                 "%s is not a loopback address and CURVE is off: anyone who "
-                                "reaches it could run episodes unauthenticated. Give "
-                                "--curve-secret-key FILE and --curve-allow DIR (keys from "
-                                "pkgym keygen), or --insecure to accept that",
+                                "reaches it could use it unauthenticated. Give "
+                                "--curve-secret-key FILE and the directory of allowed keys "
+                                "(--curve-allow DIR for clients, --worker-curve-allow DIR for "
+                                "workers; keys from pkgym keygen), or --insecure to accept that",
                                 endpoint);
         fprintf(stderr,
                 "pkgym: WARNING: %s is bound without CURVE (--insecure): every host that "
@@ -98,8 +159,19 @@ int pk_socket_bind_secure(void *sock, const char *endpoint, const pk_curve_serve
     return use_curve ? set_curve_server(sock, NULL, NULL, err) : PK_OK;
 }
 
+int pk_endpoint_uses_curve(const char *endpoint) {
+    int t = transport_of(endpoint);
+    return t >= 0 && transports[t].reach == REACH_NETWORK;
+}
+
 int pk_socket_connect_secure(void *sock, const char *endpoint, const pk_curve_client_keys *keys,
                              pk_error *err) {
+    int t = transport_of(endpoint);
+    if (t < 0 || transports[t].reach == REACH_NONE)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "%s: not a transport pkgym connects over (tcp://, ws://, wss://, "
+                            "tipc://, vmci://, ipc://, inproc://)",
+                            endpoint);
     if (keys) {
         if (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, keys->server_public, PK_CURVE_KEY_LEN) ||
             zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, keys->client.public_key, PK_CURVE_KEY_LEN) ||
@@ -111,4 +183,15 @@ int pk_socket_connect_secure(void *sock, const char *endpoint, const pk_curve_cl
         return pk_error_set(err, PK_ERR_INVALID, "connect %s: %s", endpoint,
                             zmq_strerror(zmq_errno()));
     return PK_OK;
+}
+
+void *pk_router_socket_new(void *zctx) {
+    /* libzmq 4.3.4 numbers the peers that send no routing id from a counter that starts at
+     * rand()'s next two values, and never seeds rand(): the same number on every start, so a
+     * client could claim the id the next peer will get, and the ROUTER then aborts when it
+     * hands it out (issue 27, finding 1). Seeded here, the start is unknown to clients. */
+    unsigned seed;
+    if (getrandom(&seed, sizeof seed, 0) == (ssize_t)sizeof seed)
+        srand(seed);
+    return zmq_socket(zctx, ZMQ_ROUTER);
 }

@@ -59,17 +59,29 @@ void pk_curve_server_stop(pk_curve_server *s);
 
 /* 1 when a tcp:// endpoint's address is loopback only (127.0.0.0/8, ::1, localhost, lo). */
 int pk_endpoint_is_loopback_tcp(const char *endpoint);
+/* The same for every transport with addresses (tcp://, ws://, wss://); 0 for the others. */
+int pk_endpoint_is_loopback(const char *endpoint);
+/* 1 when endpoint's transport reaches other hosts or users (tcp, ws, wss, tipc, vmci): the
+ * endpoints that pk_socket_bind_secure gives CURVE when there are keys. */
+int pk_endpoint_uses_curve(const char *endpoint);
 
-/* Binds sock to endpoint with the security the endpoint calls for:
- * - tcp:// with curve: CURVE server; the ZAP handler admits the keys allowed for domain;
- * - tcp:// without curve: only on a loopback address, unless insecure (then a warning on
- *   stderr); else PK_ERR_INVALID saying what to do;
+/* Binds sock to endpoint under the one rule of every transport (docs/security.md,
+ * "Transports"):
+ * - network transports (tcp, ws, wss, tipc, vmci) with curve: CURVE server; the ZAP handler
+ *   admits the keys allowed for domain;
+ * - the same without curve: only on a loopback address (tcp, ws, wss), unless insecure (then a
+ *   warning on stderr); else PK_ERR_INVALID saying what to do;
  * - ipc:// and inproc://: no CURVE (ipc:// relies on the permissions of the socket's
- *   directory).
+ *   directory, inproc:// is this process);
+ * - pgm, epgm, norm, udp (no request-reply sockets) and unknown transports: PK_ERR_INVALID.
  * resolved (may be NULL): the endpoint as bound, a tcp port `*` resolved. */
 int pk_socket_bind_secure(void *sock, const char *endpoint, const pk_curve_server *curve,
                           const char *domain, int insecure, char *resolved, size_t resolved_cap,
                           pk_error *err);
+
+/* A ROUTER socket whose generated routing ids (for peers that send none) start at a number no
+ * client can know. Every ROUTER that clients or workers connect to is made here. */
+void *pk_router_socket_new(void *zctx);
 
 /* Client side: the server's public key and this client's key pair. */
 typedef struct pk_curve_client_keys {
@@ -83,7 +95,8 @@ int pk_curve_client_keys_load(const char *server_key_file, const char *client_ke
 /* From PKGYM_CURVE_SERVER_KEY and PKGYM_CURVE_CLIENT_KEY (file paths): *have = 0 when neither
  * is set; one without the other is PK_ERR_INVALID. */
 int pk_curve_client_keys_from_env(pk_curve_client_keys *keys, int *have, pk_error *err);
-/* Connects sock to endpoint, as a CURVE client when keys is non-NULL. */
+/* Connects sock to endpoint, as a CURVE client when keys is non-NULL; unknown transports and
+ * those without request-reply sockets are PK_ERR_INVALID. */
 int pk_socket_connect_secure(void *sock, const char *endpoint, const pk_curve_client_keys *keys,
                              pk_error *err);
 

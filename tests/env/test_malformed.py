@@ -74,6 +74,8 @@ def main():
                               .encode("latin-1")}, use_bin_type=True), "'problem'")
         bad(s, b"\x82\xa2op\xa4step\xa6action\xa3\xff\xfe\xfd", "UTF-8")
         bad(s, msgpack.packb({"op": "get_problem", "problem": "a\x00b"}), "NUL")
+        # An op of invalid UTF-8 (issue 27, finding 8: it was `internal: out of memory`).
+        bad(s, b"\x82\xa2op\xa4\xff\xfe\xfd\xfc\xa2id\x07", "'op' is not valid UTF-8", ident=7)
         # Wrong types for each typed field.
         for req, field in (({"op": "reset", "problem": 1}, "'problem'"),
                            ({"op": "reset", "problem": "a/b", "seed": 1.5}, "'seed'"),
@@ -105,6 +107,12 @@ def main():
         expect(s.poll(5000), "reply to a multi-frame request")
         rep = msgpack.unpackb(s.recv_multipart()[-1])
         expect(rep["error"]["code"] == "bad_request", "multi-frame request")
+        # Small extra frames too (issue 27, finding 8): they passed as an envelope.
+        for frames in ([b"", b"x"], [b"", b""], [b"a"], [b"", b"", b""], [b"\x00" * 255]):
+            s.send_multipart([*frames, msgpack.packb({"op": "hello"})])
+            expect(s.poll(5000), f"reply to extra frames {frames!r}")
+            rep = msgpack.unpackb(s.recv_multipart()[-1])
+            expect(rep.get("error", {}).get("code") == "bad_request", f"extra frames {frames!r}")
         # Everyone else is still served.
         rep = raw_request(s, msgpack.packb({"op": "hello", "id": "after"}))
         expect(rep["ok"] and rep["id"] == "after", "server alive after malformed frames")

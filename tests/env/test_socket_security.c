@@ -227,12 +227,173 @@ static void test_zap_admits_allowed_keys_only(void **state) {
     zmq_ctx_term(ctx);
 }
 
+/* Issue 27, finding 2: one rule for every transport libzmq has. ws:// was bound on every
+ * interface without CURVE, and served keyless clients under --curve-allow. */
+static void test_every_transport(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_ROUTER);
+    int linger = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    pk_error err;
+    /* Network transports without CURVE: loopback only, unless insecure. */
+    const char *open_net[] = {"ws://0.0.0.0:*",        "ws://[::]:*",       "wss://0.0.0.0:*",
+                              "ws://example.com:5555", "tipc://{5560,0,0}", "vmci://1:5555",
+                              "tcp://0.0.0.0:*"};
+    for (size_t i = 0; i < sizeof open_net / sizeof *open_net; i++) {
+        pk_error_clear(&err);
+        assert_int_equal(pk_socket_bind_secure(s, open_net[i], NULL, NULL, 0, NULL, 0, &err),
+                         PK_ERR_INVALID);
+        assert_non_null(strstr(err.message, "--insecure"));
+        assert_true(pk_endpoint_uses_curve(open_net[i]));
+    }
+    char resolved[256];
+    assert_int_equal(pk_socket_bind_secure(s, "ws://127.0.0.1:*", NULL, NULL, 0, resolved,
+                                           sizeof resolved, &err),
+                     PK_OK);
+    assert_non_null(strstr(resolved, "ws://127.0.0.1:"));
+    assert_true(pk_endpoint_is_loopback("ws://127.0.0.1:80/path"));
+    assert_true(pk_endpoint_is_loopback("wss://[::1]:443/x"));
+    assert_false(pk_endpoint_is_loopback("ws://127.0.0.1.example.com:80/x"));
+    assert_false(pk_endpoint_is_loopback("tipc://{5560,0,0}"));
+    /* Transports without request-reply sockets, and unknown ones: refused, even insecure. */
+    const char *refused[] = {"pgm://eth0;239.1.1.1:5555", "epgm://lo;239.1.1.1:5555",
+                             "norm://127.0.0.1:5555",     "udp://127.0.0.1:5555",
+                             "foo://127.0.0.1:5555",      "tcp:/127.0.0.1:5555",
+                             "TCP://127.0.0.1:5555",      ""};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        assert_int_equal(pk_socket_bind_secure(s, refused[i], NULL, NULL, 1, NULL, 0, &err),
+                         PK_ERR_INVALID);
+        void *d = zmq_socket(ctx, ZMQ_DEALER);
+        assert_int_equal(pk_socket_connect_secure(d, refused[i], NULL, &err), PK_ERR_INVALID);
+        zmq_close(d);
+    }
+    /* Local transports stay plain. */
+    char ipc[128];
+    snprintf(ipc, sizeof ipc, "ipc://%s/every.sock", dir);
+    assert_int_equal(pk_socket_bind_secure(s, ipc, NULL, NULL, 0, NULL, 0, &err), PK_OK);
+    assert_int_equal(pk_socket_bind_secure(s, "inproc://every", NULL, NULL, 0, NULL, 0, &err),
+                     PK_OK);
+    assert_false(pk_endpoint_uses_curve(ipc));
+    assert_false(pk_endpoint_uses_curve("inproc://every"));
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+}
+
+/* A CURVE server and a client key it allows, for the tests below. */
+static void curve_pair(void *ctx, const char *name, pk_curve_server **cs,
+                       pk_curve_client_keys *ck) {
+    char allow[128], base[256], key[300];
+    path_of(allow, sizeof allow, name);
+    mkdir(allow, 0755);
+    pk_curve_keypair server, client;
+    pk_error err;
+    assert_int_equal(pk_curve_keypair_new(&server, &err), PK_OK);
+    assert_int_equal(pk_curve_keypair_new(&client, &err), PK_OK);
+    snprintf(base, sizeof base, "%s-server", allow);
+    assert_int_equal(pk_curve_keypair_save(&server, base, 1, &err), PK_OK);
+    snprintf(key, sizeof key, "%s.key", base);
+    snprintf(base, sizeof base, "%s/client", allow);
+    pk_curve_keypair pub = client;
+    pub.secret_key[0] = '\0';
+    assert_int_equal(pk_curve_keypair_save(&pub, base, 1, &err), PK_OK);
+    snprintf(base, sizeof base, "%s/client.key", allow);
+    unlink(base);
+    assert_int_equal(pk_curve_server_start(ctx, key, cs, &err), PK_OK);
+    assert_int_equal(pk_curve_server_allow(*cs, PK_CURVE_DOMAIN_CLIENTS, allow, &err), PK_OK);
+    memset(ck, 0, sizeof *ck);
+    snprintf(ck->server_public, sizeof ck->server_public, "%s", server.public_key);
+    ck->client = client;
+}
+
+/* Issue 27, finding 2: with keys, ws:// is CURVE like tcp://; a keyless client gets nothing. */
+static void test_ws_gets_curve(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    pk_curve_server *cs = NULL;
+    pk_curve_client_keys ck;
+    curve_pair(ctx, "allow-ws", &cs, &ck);
+    void *router = pk_router_socket_new(ctx);
+    int linger = 0;
+    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+    pk_error err;
+    char ws[256];
+    assert_int_equal(pk_socket_bind_secure(router, "ws://127.0.0.1:*", cs, PK_CURVE_DOMAIN_CLIENTS,
+                                           0, ws, sizeof ws, &err),
+                     PK_OK);
+    char local[300];
+    snprintf(local, sizeof local, "ws://127.0.0.1%s", strrchr(ws, ':'));
+    assert_null(round_trip(ctx, router, local, NULL, 500)); /* keyless: refused */
+    char *user = round_trip(ctx, router, local, &ck, 5000);
+    assert_non_null(user);
+    assert_string_equal(user, ck.client.public_key);
+    free(user);
+    zmq_close(router);
+    pk_curve_server_stop(cs);
+    zmq_ctx_term(ctx);
+}
+
+/* Issue 27, finding 1: a CURVE client's routing id is the server's choice, whatever it sets;
+ * here one that claims the form of the ids the ROUTER generates. */
+static void test_curve_client_routing_id_is_the_servers(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    pk_curve_server *cs = NULL;
+    pk_curve_client_keys ck;
+    curve_pair(ctx, "allow-ids", &cs, &ck);
+    void *router = pk_router_socket_new(ctx);
+    int linger = 0;
+    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+    pk_error err;
+    char tcp[256];
+    assert_int_equal(pk_socket_bind_secure(router, "tcp://127.0.0.1:*", cs, PK_CURVE_DOMAIN_CLIENTS,
+                                           0, tcp, sizeof tcp, &err),
+                     PK_OK);
+    /* Four clients, each claiming an id of the generated form. The ZAP reply that replaces
+     * it is held 20 ms so that libzmq reads it last; a stall of libzmq's I/O thread longer
+     * than that could let one client's id stand, so three of four must be the server's (with
+     * no hold, half were the clients'). */
+    enum { CLIENTS = 4 };
+    unsigned char seen[CLIENTS][256];
+    int server_ids = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        void *d = zmq_socket(ctx, ZMQ_DEALER);
+        zmq_setsockopt(d, ZMQ_LINGER, &linger, sizeof linger);
+        const unsigned char chosen[5] = {0, 0x6b, 0x8b, 0x45, (unsigned char)(0x67 + i)};
+        zmq_setsockopt(d, ZMQ_ROUTING_ID, chosen, sizeof chosen);
+        assert_int_equal(pk_socket_connect_secure(d, tcp, &ck, &err), PK_OK);
+        zmq_send(d, "hello", 5, 0);
+        zmq_pollitem_t it = {router, 0, ZMQ_POLLIN, 0};
+        assert_int_equal(zmq_poll(&it, 1, 5000), 1);
+        memset(seen[i], 0, sizeof seen[i]);
+        int n = zmq_recv(router, seen[i], sizeof seen[i], 0);
+        char body[16];
+        assert_int_equal(zmq_recv(router, body, sizeof body, 0), 5);
+        if (n == 16 && seen[i][0] == 1) {
+            server_ids++;
+            for (int j = 0; j < i; j++) /* unique */
+                assert_memory_not_equal(seen[i], seen[j], 16);
+        } else {
+            assert_int_equal(n, (int)sizeof chosen);
+            assert_memory_equal(seen[i], chosen, sizeof chosen);
+        }
+        zmq_close(d);
+    }
+    assert_true(server_ids >= CLIENTS - 1);
+    zmq_close(router);
+    pk_curve_server_stop(cs);
+    zmq_ctx_term(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loopback),
         cmocka_unit_test(test_key_files),
         cmocka_unit_test(test_bind_refusals),
         cmocka_unit_test(test_zap_admits_allowed_keys_only),
+        cmocka_unit_test(test_every_transport),
+        cmocka_unit_test(test_ws_gets_curve),
+        cmocka_unit_test(test_curve_client_routing_id_is_the_servers),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -287,9 +288,101 @@ static void test_markers_never_followed(void **state) {
     pk_problem_set_free(set);
 }
 
+/* Issue 27, finding 8: job directories that a dead process left (model code in them) are
+ * removed; a live owner's, a kept one's, links and other names are not; nor anything in a
+ * root that is not private. */
+static void test_reap_orphans(void **state) {
+    (void)state;
+    char base[] = "/tmp/pk-test-reap-XXXXXX", root[300], path[700];
+    assert_non_null(mkdtemp(base));
+    snprintf(root, sizeof root, "%s/jobs", base);
+    assert_int_equal(mkdir(root, 0700), 0);
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    assert_true(dead > 0);
+    assert_int_equal(waitpid(dead, NULL, 0), dead); /* reaped: its PID names no process */
+    const char *dirs[] = {"job-%d-1-0000000a", "job-%d-2-0000000b", "job-%d-3-0000000c"};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, dirs[i], i == 2 ? (int)getpid() : (int)dead);
+        snprintf(path, sizeof path, "%s/%s", root, name);
+        assert_int_equal(mkdir(path, 0700), 0);
+        snprintf(path, sizeof path, "%s/%s/candidate.cu", root, name);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/job-%d-2-0000000b/.keep", root, (int)dead);
+    fclose(fopen(path, "w"));
+    snprintf(path, sizeof path, "%s/job-%d-4-0000000d", root, (int)dead);
+    assert_int_equal(symlink(base, path), 0);
+    snprintf(path, sizeof path, "%s/job-%d-5-0000000e-extra", root, (int)dead);
+    assert_int_equal(mkdir(path, 0700), 0);
+
+    assert_int_equal(chmod(root, 0755), 0); /* not private: nothing is touched */
+    assert_int_equal(pk_job_reap_orphans(root), 0);
+    assert_int_equal(chmod(root, 0700), 0);
+    assert_int_equal(pk_job_reap_orphans(root), 1);
+    snprintf(path, sizeof path, "%s/job-%d-1-0000000a", root, (int)dead);
+    assert_int_not_equal(access(path, F_OK), 0); /* the dead process's: gone */
+    const char *kept[] = {"job-%d-2-0000000b", "job-%d-4-0000000d", "job-%d-5-0000000e-extra"};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, kept[i], (int)dead);
+        snprintf(path, sizeof path, "%s/%s", root, name);
+        struct stat st;
+        if (lstat(path, &st) != 0)
+            fail_msg("%s was removed", name);
+    }
+    snprintf(path, sizeof path, "%s/job-%d-3-0000000c", root, (int)getpid());
+    assert_int_equal(access(path, F_OK), 0); /* this live process's */
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Jobs in two roots, alternately: each root's owner lock is taken once (a second lock of the
+ * same file through another descriptor would wait for ever), and a reaper leaves them. */
+static void test_owner_lock_per_root(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &set, &err), PK_OK);
+    const pk_problem *scale = pk_problem_set_find(set, "selftest/scale");
+    assert_non_null(scale);
+    char base[] = "/tmp/pk-test-owner-XXXXXX", roots[2][64], path[160];
+    assert_non_null(mkdtemp(base));
+    for (int r = 0; r < 2; r++)
+        snprintf(roots[r], sizeof roots[r], "%s/jobs%d", base, r);
+    pk_job *kept[3];
+    for (int i = 0; i < 3; i++) {
+        pk_eval_opts o;
+        pk_eval_opts_default(&o);
+        o.work_root = roots[i % 2];
+        pk_eval_result res;
+        pk_eval_result_init(&res);
+        assert_int_equal(pk_job_create(scale, correct_scale, &o, &kept[i], &res, &err), PK_OK);
+        pk_eval_result_free(&res);
+    }
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof path, "%s/job-%d.owner", roots[r], (int)getpid());
+        assert_int_equal(access(path, F_OK), 0);
+        assert_int_equal(pk_job_reap_orphans(roots[r]), 0); /* ours, alive */
+    }
+    for (int i = 0; i < 3; i++)
+        pk_job_free(kept[i]);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    assert_int_equal(system(cmd), 0);
+    pk_problem_set_free(set);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_files_private),
+        cmocka_unit_test(test_reap_orphans),
+        cmocka_unit_test(test_owner_lock_per_root),
         cmocka_unit_test(test_foreign_jobs_root_refused),
         cmocka_unit_test(test_markers_never_followed),
         cmocka_unit_test(test_solutions_hidden),

@@ -107,6 +107,12 @@ static void test_bind_rules(void **state) {
                      PK_OK); /* with the warning */
     assert_int_equal(
         pk_remote_bind(r, "tcp://0.0.0.0:*", f->cs, 0, resolved, sizeof resolved, &err), PK_OK);
+    /* Issue 27, finding 2: ws:// and the rest under the same rule as tcp://. */
+    assert_int_equal(pk_remote_bind(r, "ws://0.0.0.0:*", NULL, 0, NULL, 0, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "--worker-curve-allow"));
+    assert_int_equal(pk_remote_bind(r, "udp://127.0.0.1:5555", NULL, 1, NULL, 0, &err),
+                     PK_ERR_INVALID);
+    assert_int_equal(pk_remote_bind(r, "nope://x", f->cs, 1, NULL, 0, &err), PK_ERR_INVALID);
     zmq_close(r);
     f->clean = 1;
 }
@@ -145,6 +151,38 @@ static pk_handshake_event next_event(pk_handshake_watch *w) {
     }
     fail_msg("no handshake event in 5 s");
     return ev;
+}
+
+/* Issue 27, finding 2: a keyless worker on a ws:// worker endpoint of a CURVE broker reaches
+ * nothing (it was registered, and its verdicts scored); an allowed one does. */
+static void test_ws_worker_needs_a_key(void **state) {
+    fixture *f = *state;
+    void *r = zmq_socket(f->ctx, ZMQ_ROUTER);
+    pk_error err;
+    char ep[256];
+    assert_int_equal(pk_remote_socket_setup(r, PK_REMOTE_BROKER, &err), PK_OK);
+    assert_int_equal(pk_remote_bind(r, "ws://127.0.0.1:*", f->cs, 0, ep, sizeof ep, &err), PK_OK);
+    zmq_pollitem_t it = {r, 0, ZMQ_POLLIN, 0};
+    pk_handshake_watch dw;
+    void *d = dealer(f, ep, NULL, NULL, &dw);
+    assert_int_equal(zmq_send(d, "ready?", 6, 0), 6);
+    assert_int_equal(zmq_poll(&it, 1, 500), 0);
+    pk_handshake_watch_stop(&dw);
+    zmq_close(d);
+    d = dealer(f, ep, f->server.public_key, &f->worker, &dw);
+    assert_int_equal(zmq_send(d, "ready?", 6, 0), 6);
+    assert_int_equal(zmq_poll(&it, 1, 5000), 1);
+    zmq_msg_t id, body;
+    zmq_msg_init(&id);
+    zmq_msg_init(&body);
+    assert_true(zmq_msg_recv(&id, r, 0) >= 0 && zmq_msg_recv(&body, r, 0) == 6);
+    assert_string_equal(zmq_msg_gets(&body, "User-Id"), f->worker.public_key);
+    zmq_msg_close(&id);
+    zmq_msg_close(&body);
+    pk_handshake_watch_stop(&dw);
+    zmq_close(d);
+    zmq_close(r);
+    f->clean = 1;
 }
 
 static void test_handshakes(void **state) {
@@ -321,6 +359,7 @@ static void test_broker(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ws_worker_needs_a_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bind_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handshakes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_broker, setup, teardown),

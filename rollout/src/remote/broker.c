@@ -74,7 +74,7 @@ static void *open_socket(pk_broker *b, int type, const char *ep, int bind, pk_er
 }
 
 static int open_router(pk_broker *b, pk_error *err) {
-    b->router = zmq_socket(b->zctx, ZMQ_ROUTER);
+    b->router = pk_router_socket_new(b->zctx);
     if (!b->router)
         return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     int rc = pk_remote_socket_setup(b->router, PK_REMOTE_BROKER, err);
@@ -84,10 +84,10 @@ static int open_router(pk_broker *b, pk_error *err) {
         char resolved[256] = "";
         rc = pk_remote_bind(b->router, b->binds[i], b->opts.curve, b->opts.insecure, resolved,
                             sizeof resolved, err);
-        int tcp = strncmp(resolved, "tcp://", 6) == 0;
+        int network = pk_endpoint_uses_curve(resolved);
         if (!rc && strncmp(resolved, "inproc://", 9) != 0)
             fprintf(stderr, "pkgym serve: worker endpoint %s%s\n", resolved,
-                    !tcp            ? ""
+                    !network        ? ""
                     : b->opts.curve ? " (CURVE)"
                                     : " (no CURVE)");
     }

@@ -155,8 +155,8 @@ int pk_cmd_worker(int argc, char **argv) {
         return 2;
     }
     o.curve = have_keys ? &keys : NULL;
-    if (!describe && !have_keys && strncmp(o.connect, "tcp://", 6) == 0 &&
-        !pk_endpoint_is_loopback_tcp(o.connect))
+    if (!describe && !have_keys && pk_endpoint_uses_curve(o.connect) &&
+        !pk_endpoint_is_loopback(o.connect))
         fprintf(stderr,
                 "pkgym worker: WARNING: %s without CURVE: the jobs and verdicts travel "
                 "unauthenticated and unencrypted (give --curve-server-key and "

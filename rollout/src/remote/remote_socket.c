@@ -32,17 +32,6 @@ int pk_remote_socket_setup(void *sock, pk_remote_role role, pk_error *err) {
 
 int pk_remote_bind(void *router, const char *endpoint, const pk_curve_server *curve, int insecure,
                    char *resolved, size_t resolved_cap, pk_error *err) {
-    /* Checked here too, for a message about workers (pk_socket_bind_secure's is about
-     * clients); with insecure, pk_socket_bind_secure prints the warning. */
-    if (strncmp(endpoint, "tcp://", 6) == 0 && !curve && !insecure &&
-        !pk_endpoint_is_loopback_tcp(endpoint))
-        return pk_error_set(err, PK_ERR_INVALID,
-                            "the worker endpoint %s is not a loopback address and CURVE is off "
-                            "there: anyone who reaches it could join as a worker, receive the "
-                            "model's kernels and return forged verdicts. Give "
-                            "--curve-secret-key FILE and --worker-curve-allow DIR (worker keys "
-                            "from pkgym keygen), or --insecure to accept that",
-                            endpoint);
     int rc = pk_socket_bind_secure(router, endpoint, curve, PK_BROKER_ZAP_DOMAIN, insecure,
                                    resolved, resolved_cap, err);
     if (rc) {
