@@ -6,6 +6,8 @@
 #     both figures: the roofline floor and the no-overlap roofline;
 #  3. `pkgym eval` (replay of the suite's own turns) reports both for the problem.
 [ -e /dev/nvidia0 ] || { echo "no GPU: skipped"; exit 77; }
+# The all-reduce needs 2 GPUs (one per rank): on fewer it could only fail at set-up.
+[ "$(ls /proc/driver/nvidia/gpus 2>/dev/null | wc -l)" -ge 2 ] || { echo "needs 2 GPUs: skipped"; exit 77; }
 set -u
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -47,6 +47,19 @@ def problem_presets(problem_id):
         return json.load(f).get("dims_presets", {})
 
 
+def host_gpus():
+    """GPUs the driver lists (its /proc entries; the device nodes where those are hidden)."""
+    try:
+        return len(os.listdir("/proc/driver/nvidia/gpus"))
+    except OSError:
+        return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def job_world(job):
+    problem, _, entry = job
+    return int(entry.get("world_size") or problem_world(problem))
+
+
 SHARED_LOCKS = None  # the lock directory of PK_MANIFEST_SHARED=1
 
 
@@ -137,6 +150,19 @@ def main():
     if want_device == "gpu" and not os.path.exists("/dev/nvidia0"):
         print("no GPU: skipped")
         return 77
+    if want_device == "gpu":
+        # A job needs one GPU per rank (NCCL refuses two ranks on one GPU). On a host with
+        # fewer, it could only fail at set-up (infra_error): that is a skip, not a verdict.
+        have = host_gpus()
+        fits = [j for j in jobs if job_world(j) <= have]
+        for problem, _, entry in jobs:
+            if job_world((problem, None, entry)) > have:
+                print("skip %s %s: needs %d GPUs, the host has %d" %
+                      (problem, entry["file"], job_world((problem, None, entry)), have))
+        if not fits:
+            print("no submission fits on %d GPU(s): skipped" % have)
+            return 77
+        jobs = fits
     workers = int(os.environ.get("PK_MANIFEST_JOBS", "2"))
     global SHARED_LOCKS
     if os.environ.get("PK_MANIFEST_SHARED") == "1":
