@@ -18,6 +18,7 @@ typedef enum pk_opt_type {
     PK_OPT_STR_LIST, /* repeatable: ((const char **)dest)[(*count)++], at most max */
     PK_OPT_INT,      /* int *dest: a whole number in [lo, hi] */
     PK_OPT_LONG,     /* long *dest: a whole number in [lo, hi] */
+    PK_OPT_SIZE,     /* size_t *dest: a whole number in [lo, hi] (lo >= 0) */
     PK_OPT_SECONDS,  /* double *dest: a whole number in [lo, hi] */
     PK_OPT_POSITIVE, /* double *dest: a positive finite number, at most 1e12 */
     PK_OPT_CUSTOM,   /* parse(cmd, name, value, dest): 0, or -1 after its own message */

@@ -44,6 +44,11 @@ static int set_value(const char *cmd, const pk_opt *o, const char *v) {
         return 0;
     case PK_OPT_LONG:
         return pk_arg_long(cmd, o->name, v, o->lo, o->hi, (long *)o->dest);
+    case PK_OPT_SIZE:
+        if (pk_arg_long(cmd, o->name, v, o->lo < 0 ? 0 : o->lo, o->hi, &x))
+            return -1;
+        *(size_t *)o->dest = (size_t)x;
+        return 0;
     case PK_OPT_SECONDS:
         if (pk_arg_long(cmd, o->name, v, o->lo, o->hi, &x))
             return -1;

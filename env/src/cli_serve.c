@@ -11,83 +11,13 @@
 #include <unistd.h>
 
 #include "pk_cli_args.h"
+#include "pk_opts.h"
 #include "pk_env.h"
 #include "pk_stop_signals.h"
 #include "server.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: pkgym serve [options]\n\n"
-            "Serves protocol v1 (docs/protocol.md) on a ZeroMQ ROUTER socket.\n\n"
-            "  --bind ENDPOINT         ZeroMQ endpoint; repeatable (default %s)\n"
-            "  --problems DIR          problems root (default %s)\n"
-            "  --modules DIR           compiled problem modules (default %s)\n"
-            "  --data-dir DIR          trajectory store and caches (default %s)\n"
-            "  --reward-config FILE    JSON reward settings over the defaults\n"
-            "  --feedback-config FILE  JSON feedback settings over the defaults\n"
-            "  --templates DIR         feedback templates (default %s)\n"
-            "  --max-action-bytes N    limit of one step's action (default 1048576)\n"
-            "  --max-episodes N        open episodes at most (default 4096)\n"
-            "  --episode-idle-s S      close episodes idle this long (default 3600)\n"
-            "  --max-turns N           the largest max_turns reset accepts (default 64)\n"
-            "  --compile-workers N     compile workers (default: cores - 1)\n"
-            "  --queue-limit N         evaluations queued at most (default 1024)\n"
-            "  --gpus LIST             GPU indices, e.g. 0,1, or 'none' (default: all)\n"
-            "  --jobs-per-gpu N        jobs resident on one GPU at once (default 8; 1: each\n"
-            "                          job has its GPUs to itself); timing holds them alone\n"
-            "  --gpu-mem-mb N          device memory those jobs may use per GPU (default 90%%\n"
-            "                          of the free memory at start; -1: not counted)\n"
-            "  --shutdown-grace-ms N   on SIGINT/SIGTERM, queued and running work goes on this\n"
-            "                          long, then the rest is cancelled (default 10000)\n"
-            "  --remeasure-baseline    time the reference on every step; never use the baseline\n"
-            "                          cache (DIR/cache/baseline)\n"
-            "  --baseline-max-cv X     a cached baseline whose CV is above X is measured again,\n"
-            "                          and a measurement above X is not cached (default 0.1)\n"
-            "  --baseline-max-age-s S  a cached baseline older than S seconds is measured again\n"
-            "                          (default 86400)\n"
-            "\n"
-            "Remote workers (docs/scale-out.md):\n"
-            "  --worker-bind ENDPOINT  accept `pkgym worker`s here (e.g. tcp://0.0.0.0:5600);\n"
-            "                          repeatable. Jobs then go to the workers, and to an\n"
-            "                          in-process worker on this host's GPUs unless --gpus none\n"
-            "                          (a pure broker). A non-loopback tcp:// one needs CURVE\n"
-            "                          (--worker-curve-allow) or --insecure\n"
-            "  --worker-heartbeat-ms N heartbeat interval both ways (default 1000)\n"
-            "  --worker-liveness N     silent heartbeats before a worker is lost (default 5)\n"
-            "  --worker-wait-s S       a job waits this long for a worker able to run it\n"
-            "                          (default 120), then fails with `internal`\n"
-            "\nClients:\n"
-            "  --max-client-episodes N open episodes per client (default 1024)\n"
-            "  --max-client-steps N    steps in flight per client (default 256)\n"
-            "  --episode-orphan-s S    expire a client's episodes this long after it "
-            "disconnected (default 300)\n"
-            "  --max-episode-bytes N   memory one episode may hold (default 64 MiB)\n"
-            "  --max-client-bytes N    memory one client's episodes may hold (default 1 GiB)\n"
-            "  --max-held-bytes N      memory all episodes may hold (default 4 GiB)\n"
-            "\nHooks (docs/feedback.md; clients choose them by name in reset's options):\n"
-            "  --hook NAME=plugin:/abs/x.so | NAME=cmd:/abs/prog   register a hook; "
-            "repeatable\n"
-            "\nSecurity (docs/security.md):\n"
-            "  --curve-secret-key FILE the server's key pair (pkgym keygen), for clients and "
-            "workers\n"
-            "  --curve-allow DIR       public keys of the clients allowed in: CURVE on every "
-            "tcp:// --bind\n"
-            "  --worker-curve-allow DIR\n"
-            "                          public keys of the workers allowed in: CURVE on every "
-            "tcp://\n"
-            "                          --worker-bind (both directories are read again when they "
-            "change)\n"
-            "  --insecure              allow a non-loopback tcp:// endpoint (clients' or "
-            "workers') without CURVE\n",
-            PK_DEFAULT_ENDPOINT, pk_problems_default_dir(), pk_problems_default_modules_dir(),
-            PK_DEFAULT_DATA_DIR, pk_summarizer_default_templates_dir());
-}
-
-static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
-    return pk_arg_long("serve", opt, v, lo, hi, out);
-}
-
-static int parse_gpus(const char *v, pk_server_opts *o) {
+static int parse_gpus(const char *cmd, const char *name, const char *v, void *dest) {
+    pk_server_opts *o = dest;
     o->n_gpus = 0;
     if (strcmp(v, "none") == 0)
         return 0;
@@ -96,7 +26,7 @@ static int parse_gpus(const char *v, pk_server_opts *o) {
     for (char *save = NULL, *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
          tok = strtok_r(NULL, ",", &save)) {
         long g;
-        if (o->n_gpus >= PK_SCHED_MAX_GPUS || parse_long("--gpus", tok, 0, 1023, &g))
+        if (o->n_gpus >= PK_SCHED_MAX_GPUS || pk_arg_long(cmd, name, tok, 0, 1023, &g))
             rc = -1;
         else
             o->gpus[o->n_gpus++] = (int)g;
@@ -105,115 +35,272 @@ static int parse_gpus(const char *v, pk_server_opts *o) {
     return rc;
 }
 
-static int parse_positive(const char *opt, const char *v, double *out) {
-    return pk_arg_positive("serve", opt, v, "number", out);
+#define N_OPTS 41
+
+/* The defaults that are known only at run time, for the help text. */
+static char help_bind[128], help_problems[1200], help_modules[1200], help_data[256],
+    help_templates[1200];
+
+static void options(pk_server_opts *o, pk_opt t[N_OPTS]) {
+    snprintf(help_bind, sizeof help_bind, "ZeroMQ endpoint; repeatable (default %s)",
+             PK_DEFAULT_ENDPOINT);
+    snprintf(help_problems, sizeof help_problems, "problems root (default %s)",
+             pk_problems_default_dir());
+    snprintf(help_modules, sizeof help_modules, "compiled problem modules (default %s)",
+             pk_problems_default_modules_dir());
+    snprintf(help_data, sizeof help_data, "trajectory store and caches (default %s)",
+             PK_DEFAULT_DATA_DIR);
+    snprintf(help_templates, sizeof help_templates, "feedback templates (default %s)",
+             pk_summarizer_default_templates_dir());
+    const pk_opt rows[N_OPTS] = {
+        {.type = PK_OPT_STR_LIST,
+         .name = "--bind",
+         .metavar = "ENDPOINT",
+         .help = help_bind,
+         .dest = o->binds,
+         .count = &o->n_binds,
+         .max = PK_MAX_BINDS},
+        {.type = PK_OPT_STR,
+         .name = "--problems",
+         .metavar = "DIR",
+         .help = help_problems,
+         .dest = &o->problems_dir},
+        {.type = PK_OPT_STR,
+         .name = "--modules",
+         .metavar = "DIR",
+         .help = help_modules,
+         .dest = &o->modules_dir},
+        {.type = PK_OPT_STR,
+         .name = "--data-dir",
+         .metavar = "DIR",
+         .help = help_data,
+         .dest = &o->data_dir},
+        {.type = PK_OPT_STR,
+         .name = "--reward-config",
+         .metavar = "FILE",
+         .help = "JSON reward settings over the defaults",
+         .dest = &o->reward_config_path},
+        {.type = PK_OPT_STR,
+         .name = "--feedback-config",
+         .metavar = "FILE",
+         .help = "JSON feedback settings over the defaults",
+         .dest = &o->feedback_config_path},
+        {.type = PK_OPT_STR,
+         .name = "--templates",
+         .metavar = "DIR",
+         .help = help_templates,
+         .dest = &o->templates_dir},
+        {.type = PK_OPT_SIZE,
+         .name = "--max-action-bytes",
+         .metavar = "N",
+         .help = "limit of one step's action (default 1048576)",
+         .dest = &o->max_action_bytes,
+         .lo = 1,
+         .hi = 64L << 20},
+        {.type = PK_OPT_INT,
+         .name = "--max-episodes",
+         .metavar = "N",
+         .help = "open episodes at most (default 4096)",
+         .dest = &o->max_episodes,
+         .lo = 1,
+         .hi = 1000000},
+        {.type = PK_OPT_SECONDS,
+         .name = "--episode-idle-s",
+         .metavar = "S",
+         .help = "close episodes idle this long (default 3600)",
+         .dest = &o->episode_idle_s,
+         .lo = 1,
+         .hi = 86400 * 30},
+        {.type = PK_OPT_INT,
+         .name = "--max-turns",
+         .metavar = "N",
+         .help = "the largest max_turns reset accepts (default 64)",
+         .dest = &o->max_turns_limit,
+         .lo = 1,
+         .hi = 1000},
+        {.type = PK_OPT_INT,
+         .name = "--compile-workers",
+         .metavar = "N",
+         .help = "compile workers (default: cores - 1)",
+         .dest = &o->compile_workers,
+         .lo = 0,
+         .hi = 1024},
+        {.type = PK_OPT_INT,
+         .name = "--queue-limit",
+         .metavar = "N",
+         .help = "evaluations queued at most (default 1024)",
+         .dest = &o->queue_limit,
+         .lo = 1,
+         .hi = 1000000},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--gpus",
+         .metavar = "LIST",
+         .help = "GPU indices, e.g. 0,1, or 'none' (default: all)",
+         .dest = o,
+         .parse = parse_gpus},
+        {.type = PK_OPT_INT,
+         .name = "--jobs-per-gpu",
+         .metavar = "N",
+         .help = "jobs resident on one GPU at once (default 8; 1: each\n"
+                 "job has its GPUs to itself); timing holds them alone",
+         .dest = &o->jobs_per_gpu,
+         .lo = 1,
+         .hi = 64},
+        {.type = PK_OPT_LONG,
+         .name = "--gpu-mem-mb",
+         .metavar = "N",
+         .help = "device memory those jobs may use per GPU (default 90%\n"
+                 "of the free memory at start; -1: not counted)",
+         .dest = &o->gpu_mem_mb,
+         .lo = -1,
+         .hi = 1L << 30},
+        {.type = PK_OPT_INT,
+         .name = "--shutdown-grace-ms",
+         .metavar = "N",
+         .help = "on SIGINT/SIGTERM, queued and running work goes on this\n"
+                 "long, then the rest is cancelled (default 10000)",
+         .dest = &o->shutdown_grace_ms,
+         .lo = 0,
+         .hi = 3600000},
+        {.type = PK_OPT_FLAG,
+         .name = "--remeasure-baseline",
+         .help = "time the reference on every step; never use the baseline\n"
+                 "cache (DIR/cache/baseline)",
+         .dest = &o->remeasure_baseline},
+        {.type = PK_OPT_POSITIVE,
+         .name = "--baseline-max-cv",
+         .metavar = "X",
+         .help = "a cached baseline whose CV is above X is measured again,\n"
+                 "and a measurement above X is not cached (default 0.1)",
+         .dest = &o->baseline_max_cv},
+        {.type = PK_OPT_POSITIVE,
+         .name = "--baseline-max-age-s",
+         .metavar = "S",
+         .help = "a cached baseline older than S seconds is measured again\n(default 86400)",
+         .dest = &o->baseline_max_age_s},
+        {.type = PK_OPT_SECTION, .help = "Remote workers (docs/scale-out.md):"},
+        {.type = PK_OPT_STR_LIST,
+         .name = "--worker-bind",
+         .metavar = "ENDPOINT",
+         .help = "accept `pkgym worker`s here (e.g. tcp://0.0.0.0:5600);\n"
+                 "repeatable. Jobs then go to the workers, and to an\n"
+                 "in-process worker on this host's GPUs unless --gpus none\n"
+                 "(a pure broker). A non-loopback tcp:// one needs CURVE\n"
+                 "(--worker-curve-allow) or --insecure",
+         .dest = o->worker_binds,
+         .count = &o->n_worker_binds,
+         .max = PK_MAX_BINDS - 1},
+        {.type = PK_OPT_INT,
+         .name = "--worker-heartbeat-ms",
+         .metavar = "N",
+         .help = "heartbeat interval both ways (default 1000)",
+         .dest = &o->worker_heartbeat_ms,
+         .lo = 10,
+         .hi = 600000},
+        {.type = PK_OPT_INT,
+         .name = "--worker-liveness",
+         .metavar = "N",
+         .help = "silent heartbeats before a worker is lost (default 5)",
+         .dest = &o->worker_liveness,
+         .lo = 2,
+         .hi = 1000},
+        {.type = PK_OPT_SECONDS,
+         .name = "--worker-wait-s",
+         .metavar = "S",
+         .help = "a job waits this long for a worker able to run it\n"
+                 "(default 120), then fails with `internal`",
+         .dest = &o->worker_wait_s,
+         .lo = 1,
+         .hi = 86400},
+        {.type = PK_OPT_SECTION, .help = "Clients:"},
+        {.type = PK_OPT_INT,
+         .name = "--max-client-episodes",
+         .metavar = "N",
+         .help = "open episodes per client (default 1024)",
+         .dest = &o->max_client_episodes,
+         .lo = 1,
+         .hi = 1000000},
+        {.type = PK_OPT_INT,
+         .name = "--max-client-steps",
+         .metavar = "N",
+         .help = "steps in flight per client (default 256)",
+         .dest = &o->max_client_steps,
+         .lo = 1,
+         .hi = 1000000},
+        {.type = PK_OPT_SECONDS,
+         .name = "--episode-orphan-s",
+         .metavar = "S",
+         .help = "expire a client's episodes this long after it\ndisconnected (default 300)",
+         .dest = &o->episode_orphan_s,
+         .lo = 1,
+         .hi = 86400 * 30},
+        {.type = PK_OPT_SIZE,
+         .name = "--max-episode-bytes",
+         .metavar = "N",
+         .help = "memory one episode may hold (default 64 MiB)",
+         .dest = &o->max_episode_bytes,
+         .lo = 4096,
+         .hi = LONG_MAX},
+        {.type = PK_OPT_SIZE,
+         .name = "--max-client-bytes",
+         .metavar = "N",
+         .help = "memory one client's episodes may hold (default 1 GiB)",
+         .dest = &o->max_client_bytes,
+         .lo = 4096,
+         .hi = LONG_MAX},
+        {.type = PK_OPT_SIZE,
+         .name = "--max-held-bytes",
+         .metavar = "N",
+         .help = "memory all episodes may hold (default 4 GiB)",
+         .dest = &o->max_held_bytes,
+         .lo = 4096,
+         .hi = LONG_MAX},
+        {.type = PK_OPT_SECTION,
+         .help = "Hooks (docs/feedback.md; clients choose them by name in reset's options):"},
+        {.type = PK_OPT_STR_LIST,
+         .name = "--hook",
+         .metavar = "NAME=plugin:/abs/x.so | NAME=cmd:/abs/prog",
+         .help = "register a hook; repeatable",
+         .dest = o->hook_args,
+         .count = &o->n_hook_args,
+         .max = PK_MAX_HOOK_ARGS},
+        {.type = PK_OPT_SECTION, .help = "Security (docs/security.md):"},
+        {.type = PK_OPT_STR,
+         .name = "--curve-secret-key",
+         .metavar = "FILE",
+         .help = "the server's key pair (pkgym keygen), for clients and\nworkers",
+         .dest = &o->curve_secret_key},
+        {.type = PK_OPT_STR,
+         .name = "--curve-allow",
+         .metavar = "DIR",
+         .help = "public keys of the clients allowed in: CURVE on every\ntcp:// --bind",
+         .dest = &o->curve_allow},
+        {.type = PK_OPT_STR,
+         .name = "--worker-curve-allow",
+         .metavar = "DIR",
+         .help = "public keys of the workers allowed in: CURVE on every\n"
+                 "tcp:// --worker-bind (both directories are read again\n"
+                 "when they change)",
+         .dest = &o->worker_curve_allow},
+        {.type = PK_OPT_FLAG,
+         .name = "--insecure",
+         .help = "allow a non-loopback tcp:// endpoint (clients' or\nworkers') without CURVE",
+         .dest = &o->insecure},
+    };
+    memcpy(t, rows, sizeof rows);
+}
+
+static void usage(FILE *f, const pk_opt *t) {
+    fprintf(f, "usage: pkgym serve [options]\n\n"
+               "Serves protocol v1 (docs/protocol.md) on a ZeroMQ ROUTER socket.\n\n");
+    pk_opts_help(f, t, N_OPTS);
 }
 
 /* Returns 0, 1 for --help, -1 on a bad option. */
-static int parse_args(int argc, char **argv, pk_server_opts *o) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (strcmp(a, "--insecure") == 0 || strcmp(a, "--remeasure-baseline") == 0) {
-            if (a[2] == 'i')
-                o->insecure = 1;
-            else
-                o->remeasure_baseline = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "pkgym serve: unknown option or missing value: %s\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        long n = 0;
-        int rc = 0;
-        if (strcmp(a, "--bind") == 0) {
-            if (o->n_binds >= PK_MAX_BINDS) {
-                fprintf(stderr, "pkgym serve: at most %d --bind\n", PK_MAX_BINDS);
-                return -1;
-            }
-            o->binds[o->n_binds++] = v;
-        } else if (strcmp(a, "--problems") == 0)
-            o->problems_dir = v;
-        else if (strcmp(a, "--modules") == 0)
-            o->modules_dir = v;
-        else if (strcmp(a, "--data-dir") == 0)
-            o->data_dir = v;
-        else if (strcmp(a, "--reward-config") == 0)
-            o->reward_config_path = v;
-        else if (strcmp(a, "--feedback-config") == 0)
-            o->feedback_config_path = v;
-        else if (strcmp(a, "--templates") == 0)
-            o->templates_dir = v;
-        else if (strcmp(a, "--max-action-bytes") == 0)
-            rc = parse_long(a, v, 1, 64L << 20, &n), o->max_action_bytes = (size_t)n;
-        else if (strcmp(a, "--max-episodes") == 0)
-            rc = parse_long(a, v, 1, 1000000, &n), o->max_episodes = (int)n;
-        else if (strcmp(a, "--episode-idle-s") == 0)
-            rc = parse_long(a, v, 1, 86400 * 30, &n), o->episode_idle_s = (double)n;
-        else if (strcmp(a, "--max-turns") == 0)
-            rc = parse_long(a, v, 1, 1000, &n), o->max_turns_limit = (int)n;
-        else if (strcmp(a, "--compile-workers") == 0)
-            rc = parse_long(a, v, 0, 1024, &n), o->compile_workers = (int)n;
-        else if (strcmp(a, "--queue-limit") == 0)
-            rc = parse_long(a, v, 1, 1000000, &n), o->queue_limit = (int)n;
-        else if (strcmp(a, "--gpus") == 0)
-            rc = parse_gpus(v, o);
-        else if (strcmp(a, "--jobs-per-gpu") == 0)
-            rc = parse_long(a, v, 1, 64, &n), o->jobs_per_gpu = (int)n;
-        else if (strcmp(a, "--gpu-mem-mb") == 0)
-            rc = parse_long(a, v, -1, 1L << 30, &n), o->gpu_mem_mb = n;
-        else if (strcmp(a, "--worker-bind") == 0) {
-            if (o->n_worker_binds >= PK_MAX_BINDS - 1) {
-                fprintf(stderr, "pkgym serve: at most %d --worker-bind\n", PK_MAX_BINDS - 1);
-                return -1;
-            }
-            o->worker_binds[o->n_worker_binds++] = v;
-        } else if (strcmp(a, "--worker-heartbeat-ms") == 0)
-            rc = parse_long(a, v, 10, 600000, &n), o->worker_heartbeat_ms = (int)n;
-        else if (strcmp(a, "--worker-liveness") == 0)
-            rc = parse_long(a, v, 2, 1000, &n), o->worker_liveness = (int)n;
-        else if (strcmp(a, "--worker-wait-s") == 0)
-            rc = parse_long(a, v, 1, 86400, &n), o->worker_wait_s = (double)n;
-        else if (strcmp(a, "--shutdown-grace-ms") == 0)
-            rc = parse_long(a, v, 0, 3600000, &n), o->shutdown_grace_ms = (int)n;
-        else if (strcmp(a, "--baseline-max-cv") == 0)
-            rc = parse_positive(a, v, &o->baseline_max_cv);
-        else if (strcmp(a, "--baseline-max-age-s") == 0)
-            rc = parse_positive(a, v, &o->baseline_max_age_s);
-        else if (strcmp(a, "--max-client-episodes") == 0)
-            rc = parse_long(a, v, 1, 1000000, &n), o->max_client_episodes = (int)n;
-        else if (strcmp(a, "--max-client-steps") == 0)
-            rc = parse_long(a, v, 1, 1000000, &n), o->max_client_steps = (int)n;
-        else if (strcmp(a, "--episode-orphan-s") == 0)
-            rc = parse_long(a, v, 1, 86400 * 30, &n), o->episode_orphan_s = (double)n;
-        else if (strcmp(a, "--max-episode-bytes") == 0)
-            rc = parse_long(a, v, 4096, LONG_MAX, &n), o->max_episode_bytes = (size_t)n;
-        else if (strcmp(a, "--max-client-bytes") == 0)
-            rc = parse_long(a, v, 4096, LONG_MAX, &n), o->max_client_bytes = (size_t)n;
-        else if (strcmp(a, "--max-held-bytes") == 0)
-            rc = parse_long(a, v, 4096, LONG_MAX, &n), o->max_held_bytes = (size_t)n;
-        else if (strcmp(a, "--curve-secret-key") == 0)
-            o->curve_secret_key = v;
-        else if (strcmp(a, "--curve-allow") == 0)
-            o->curve_allow = v;
-        else if (strcmp(a, "--worker-curve-allow") == 0)
-            o->worker_curve_allow = v;
-        else if (strcmp(a, "--hook") == 0) {
-            if (o->n_hook_args >= PK_MAX_HOOK_ARGS) {
-                fprintf(stderr, "pkgym serve: at most %d --hook\n", PK_MAX_HOOK_ARGS);
-                return -1;
-            }
-            o->hook_args[o->n_hook_args++] = v;
-        } else {
-            fprintf(stderr, "pkgym serve: unknown option %s (see --help)\n", a);
-            return -1;
-        }
-        if (rc)
-            return -1;
-    }
+static int parse_args(int argc, char **argv, pk_server_opts *o, const pk_opt *t) {
+    int pa = pk_opts_parse("serve", t, N_OPTS, argc, argv, 1, 0, NULL);
+    if (pa != PK_OPTS_OK)
+        return pa;
     if (o->n_binds == 0)
         o->binds[o->n_binds++] = PK_DEFAULT_ENDPOINT;
     return 0;
@@ -254,9 +341,14 @@ static void *shutdown_bound_main(void *arg) {
 int pk_cmd_serve(int argc, char **argv) {
     pk_server_opts o;
     pk_server_opts_default(&o);
-    int pa = parse_args(argc, argv, &o);
+    pk_opt t[N_OPTS];
+    options(&o, t);
+    int pa = parse_args(argc, argv, &o, t);
     if (pa) {
-        usage(pa > 0 ? stdout : stderr);
+        if (pa > 0)
+            usage(stdout, t);
+        else
+            fprintf(stderr, "usage: pkgym serve [options]  (--help: the options)\n");
         return pa > 0 ? 0 : 2;
     }
     /* Block the stop signals while the ZeroMQ and scheduler threads start, so they inherit the

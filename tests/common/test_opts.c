@@ -15,6 +15,7 @@
 typedef struct demo {
     int flag, n, n_binds, color;
     long big;
+    size_t bytes;
     double secs, ratio;
     const char *dir, *binds[3];
 } demo;
@@ -28,9 +29,16 @@ static int parse_color(const char *cmd, const char *name, const char *v, void *d
     return -1;
 }
 
-#define ROWS 9
+#define ROWS 10
 static void table(demo *d, pk_opt t[ROWS]) {
     pk_opt rows[ROWS] = {
+        {.type = PK_OPT_SIZE,
+         .name = "--bytes",
+         .metavar = "N",
+         .help = "bytes",
+         .dest = &d->bytes,
+         .lo = 4096,
+         .hi = 1L << 40},
         {.type = PK_OPT_FLAG, .name = "--flag", .help = "a flag", .dest = &d->flag},
         {.type = PK_OPT_INT,
          .name = "--n",
@@ -108,6 +116,12 @@ static void every_kind_parses(void **state) {
     assert_string_equal(d.binds[0], "a");
     assert_string_equal(d.binds[1], "b");
     assert_int_equal(d.color, 2);
+    char *more[] = {"test", "--bytes", "8192"};
+    assert_int_equal(parse(&d, 3, more, 0, NULL), PK_OPTS_OK);
+    assert_true(d.bytes == 8192);
+    char *small[] = {"test", "--bytes", "100"};
+    assert_int_equal(parse(&d, 3, small, 0, NULL), PK_OPTS_ERROR);
+    assert_true(d.bytes == 8192);
 }
 
 static void bad_input_is_refused_and_leaves_values(void **state) {

@@ -1,112 +1,126 @@
 /* `pkgym worker`: options, signals, and the worker's lifetime (docs/scale-out.md). */
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pk_cli_args.h"
+#include "pk_opts.h"
 #include "pk_stop_signals.h"
 #include "pk_worker.h"
-
-static void usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: pkgym worker --connect ENDPOINT [options]\n\n"
-        "Runs evaluation jobs for a `pkgym serve --worker-bind ENDPOINT` broker, on this\n"
-        "host's GPUs (or its CPUs for host problems). Start one per node, or one per\n"
-        "NVLink domain, with mpirun or srun (docs/scale-out.md, scripts/scale-out).\n\n"
-        "  --connect ENDPOINT     the broker's worker endpoint, e.g. tcp://head:5600\n"
-        "  --curve-server-key FILE  the server's public key (its .pub): CURVE to the broker\n"
-        "                         (default $PKGYM_WORKER_CURVE_SERVER_KEY)\n"
-        "  --curve-secret-key FILE  this worker's key pair (pkgym keygen; mode 0600), whose\n"
-        "                         .pub is in the server's --worker-curve-allow directory\n"
-        "                         (default $PKGYM_WORKER_CURVE_SECRET_KEY)\n"
-        "  --gpus LIST            GPU indices, 'none' or 'auto' (default auto: the GPUs the\n"
-        "                         launcher made visible, else this worker's share by local\n"
-        "                         rank, within one NVLink domain)\n"
-        "  --compile-workers N    compile workers (default: this worker's share of cores - 1)\n"
-        "  --max-jobs N           jobs taken at once (default 2 x (compile + run slots))\n"
-        "  --problems DIR         problems root (default %s)\n"
-        "  --modules DIR          compiled problem modules (default %s)\n"
-        "  --data-dir DIR         compile and baseline caches (default $TMPDIR/pkgym-worker-UID)\n"
-        "  --name NAME            name in the broker's stats (default host/rRANK or host/pPID)\n"
-        "  --heartbeat-ms N       heartbeat interval (default 1000; same as the broker's)\n"
-        "  --liveness N           silent heartbeats before the broker counts as lost "
-        "(default 5)\n"
-        "  --grace-ms N           on SIGTERM/SIGINT, time for jobs in flight (default 30000)\n"
-        "  --describe             print the announcement (GPUs, NVLink domains, capacity,\n"
-        "                         problems) as JSON and exit\n"
-        "  --quiet                no log lines\n",
-        PK_WORKER_DEFAULT_PROBLEMS_DIR, PK_WORKER_DEFAULT_MODULES_DIR);
-}
-
-static int parse_int(const char *opt, const char *v, long lo, long hi, int *out) {
-    long x;
-    if (pk_arg_long("worker", opt, v, lo, hi, &x))
-        return -1;
-    *out = (int)x;
-    return 0;
-}
 
 typedef struct curve_files {
     const char *server_key, *secret_key;
 } curve_files;
 
+#define N_OPTS 15
+
+static void options(pk_worker_opts *o, int *describe, curve_files *cf, pk_opt t[N_OPTS]) {
+    const pk_opt rows[N_OPTS] = {
+        {.type = PK_OPT_STR,
+         .name = "--connect",
+         .metavar = "ENDPOINT",
+         .help = "the broker's worker endpoint, e.g. tcp://head:5600",
+         .dest = &o->connect},
+        {.type = PK_OPT_STR,
+         .name = "--curve-server-key",
+         .metavar = "FILE",
+         .help = "the server's public key (its .pub): CURVE to the broker\n"
+                 "(default $PKGYM_WORKER_CURVE_SERVER_KEY)",
+         .dest = &cf->server_key},
+        {.type = PK_OPT_STR,
+         .name = "--curve-secret-key",
+         .metavar = "FILE",
+         .help = "this worker's key pair (pkgym keygen; mode 0600), whose\n"
+                 ".pub is in the server's --worker-curve-allow directory\n"
+                 "(default $PKGYM_WORKER_CURVE_SECRET_KEY)",
+         .dest = &cf->secret_key},
+        {.type = PK_OPT_STR,
+         .name = "--gpus",
+         .metavar = "LIST",
+         .help = "GPU indices, 'none' or 'auto' (default auto: the GPUs the\n"
+                 "launcher made visible, else this worker's share by local\n"
+                 "rank, within one NVLink domain)",
+         .dest = &o->gpus},
+        {.type = PK_OPT_INT,
+         .name = "--compile-workers",
+         .metavar = "N",
+         .help = "compile workers (default: this worker's share of cores - 1)",
+         .dest = &o->compile_workers,
+         .lo = 1,
+         .hi = 1024},
+        {.type = PK_OPT_INT,
+         .name = "--max-jobs",
+         .metavar = "N",
+         .help = "jobs taken at once (default 2 x (compile + run slots))",
+         .dest = &o->max_jobs,
+         .lo = 1,
+         .hi = 100000},
+        {.type = PK_OPT_STR,
+         .name = "--problems",
+         .metavar = "DIR",
+         .help = "problems root (default " PK_WORKER_DEFAULT_PROBLEMS_DIR ")",
+         .dest = &o->problems_dir},
+        {.type = PK_OPT_STR,
+         .name = "--modules",
+         .metavar = "DIR",
+         .help = "compiled problem modules (default " PK_WORKER_DEFAULT_MODULES_DIR ")",
+         .dest = &o->modules_dir},
+        {.type = PK_OPT_STR,
+         .name = "--data-dir",
+         .metavar = "DIR",
+         .help = "compile and baseline caches (default $TMPDIR/pkgym-worker-UID)",
+         .dest = &o->data_dir},
+        {.type = PK_OPT_STR,
+         .name = "--name",
+         .metavar = "NAME",
+         .help = "name in the broker's stats (default host/rRANK or host/pPID)",
+         .dest = &o->name},
+        {.type = PK_OPT_INT,
+         .name = "--heartbeat-ms",
+         .metavar = "N",
+         .help = "heartbeat interval (default 1000; same as the broker's)",
+         .dest = &o->heartbeat_ms,
+         .lo = 10,
+         .hi = 600000},
+        {.type = PK_OPT_INT,
+         .name = "--liveness",
+         .metavar = "N",
+         .help = "silent heartbeats before the broker counts as lost (default 5)",
+         .dest = &o->liveness,
+         .lo = 2,
+         .hi = 1000},
+        {.type = PK_OPT_INT,
+         .name = "--grace-ms",
+         .metavar = "N",
+         .help = "on SIGTERM/SIGINT, time for jobs in flight (default 30000)",
+         .dest = &o->grace_ms,
+         .lo = 0,
+         .hi = 3600000},
+        {.type = PK_OPT_FLAG,
+         .name = "--describe",
+         .help = "print the announcement (GPUs, NVLink domains, capacity,\n"
+                 "problems) as JSON and exit",
+         .dest = describe},
+        {.type = PK_OPT_FLAG, .name = "--quiet", .help = "no log lines", .dest = &o->quiet},
+    };
+    memcpy(t, rows, sizeof rows);
+}
+
+static void usage(FILE *f, const pk_opt *t) {
+    fprintf(f, "usage: pkgym worker --connect ENDPOINT [options]\n\n"
+               "Runs evaluation jobs for a `pkgym serve --worker-bind ENDPOINT` broker, on this\n"
+               "host's GPUs (or its CPUs for host problems). Start one per node, or one per\n"
+               "NVLink domain, with mpirun or srun (docs/scale-out.md, scripts/scale-out).\n\n");
+    pk_opts_help(f, t, N_OPTS);
+}
+
 /* Returns 0, 1 for --help, -1 on a bad option. */
-static int parse_args(int argc, char **argv, pk_worker_opts *o, int *describe, curve_files *cf) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (strcmp(a, "--describe") == 0) {
-            *describe = 1;
-            continue;
-        }
-        if (strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "pkgym worker: unknown option or missing value: %s\n", a);
-            return -1;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(a, "--connect") == 0)
-            o->connect = v;
-        else if (strcmp(a, "--curve-server-key") == 0)
-            cf->server_key = v;
-        else if (strcmp(a, "--curve-secret-key") == 0)
-            cf->secret_key = v;
-        else if (strcmp(a, "--gpus") == 0)
-            o->gpus = v;
-        else if (strcmp(a, "--compile-workers") == 0)
-            rc = parse_int(a, v, 1, 1024, &o->compile_workers);
-        else if (strcmp(a, "--max-jobs") == 0)
-            rc = parse_int(a, v, 1, 100000, &o->max_jobs);
-        else if (strcmp(a, "--problems") == 0)
-            o->problems_dir = v;
-        else if (strcmp(a, "--modules") == 0)
-            o->modules_dir = v;
-        else if (strcmp(a, "--data-dir") == 0)
-            o->data_dir = v;
-        else if (strcmp(a, "--name") == 0)
-            o->name = v;
-        else if (strcmp(a, "--heartbeat-ms") == 0)
-            rc = parse_int(a, v, 10, 600000, &o->heartbeat_ms);
-        else if (strcmp(a, "--liveness") == 0)
-            rc = parse_int(a, v, 2, 1000, &o->liveness);
-        else if (strcmp(a, "--grace-ms") == 0)
-            rc = parse_int(a, v, 0, 3600000, &o->grace_ms);
-        else {
-            fprintf(stderr, "pkgym worker: unknown option %s (see --help)\n", a);
-            return -1;
-        }
-        if (rc)
-            return -1;
-    }
+static int parse_args(int argc, char **argv, const pk_opt *t, const pk_worker_opts *o,
+                      const int *describe) {
+    int pa = pk_opts_parse("worker", t, N_OPTS, argc, argv, 1, 0, NULL);
+    if (pa != PK_OPTS_OK)
+        return pa;
     if (!*describe && !o->connect) {
         fprintf(stderr, "pkgym worker: --connect ENDPOINT is required\n");
         return -1;
@@ -141,9 +155,15 @@ int pk_cmd_worker(int argc, char **argv) {
     pk_worker_opts_default(&o);
     int describe = 0;
     curve_files cf = {NULL, NULL};
-    int pa = parse_args(argc, argv, &o, &describe, &cf);
+    pk_opt t[N_OPTS];
+    options(&o, &describe, &cf, t);
+    int pa = parse_args(argc, argv, t, &o, &describe);
     if (pa) {
-        usage(pa > 0 ? stdout : stderr);
+        if (pa > 0)
+            usage(stdout, t);
+        else
+            fprintf(stderr, "usage: pkgym worker --connect ENDPOINT [options]  (--help: the "
+                            "options)\n");
         return pa > 0 ? 0 : 2;
     }
     pk_error err;
