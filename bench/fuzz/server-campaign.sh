@@ -16,7 +16,7 @@ INC=(-I"$W/env/include" -I"$W/env/src" -I"$W/common/include" -I"$W/rollout/inclu
 DEFS=(-DPK_VERSION='"0.1.0"' -DPK_FUZZ_PROBLEMS_DIR="\"$W/problems\""
       -DPK_FUZZ_MODULES_DIR="\"$B/problems/modules\"")
 SRCS=("$W/tests/env/fuzz/fuzz_server.c" "$W/tests/env/fuzz/fuzz_evaluator.c")
-for f in client_limits server transport episodes episode_options ops_info ops_episode ops_step \
+for f in client_limits client_presence server transport episodes episode_options ops_info ops_episode ops_step \
          observation gpu_list store_writer server_journal episode_restore msgpack_check request; do
     SRCS+=("$W/env/src/$f.c")
 done
