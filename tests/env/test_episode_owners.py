@@ -65,8 +65,11 @@ def fill_and_leave(srv):
     wait_until("the attackers' episodes expire after they left",
                lambda: req(victim, op="reset", problem=PROBLEM).get("ok"))
     print(f"  table full; the attackers left; a reset succeeds {time.time() - t0:.1f} s later")
-    stats = req(victim, op="stats")["requests"]
-    expect(stats["episodes_orphaned"] >= 8, stats)
+    # Each attacker's departure is seen on its own (a monitor event), and an expiry pass runs
+    # now and then: the first free slot can come while the other attacker's episodes still
+    # wait for theirs (CI under ASan saw 4 of 8 at that moment). All 8 must go, within bound.
+    wait_until("all 8 of the attackers' episodes expire as orphans",
+               lambda: req(victim, op="stats")["requests"]["episodes_orphaned"] >= 8)
     return victim
 
 
