@@ -98,6 +98,22 @@ def rule_ratio(got, want, arg):
     return float(ratio.nan_to_num(float("inf")).max())
 
 
+def needed_atol_rms(got, want, arg):
+    """The smallest atol_rms that, with the output's own atol and rtol, accepts 4x this
+    implementation's error against fp64 at every element (the rule's fix for an output whose
+    errors scale with the whole output, not the element: ramps, heavy tails, cancellation)."""
+    w = want.double()
+    if not w.numel():
+        return 0.0
+    rms = float(w.pow(2).mean().sqrt())
+    short = SAFETY * (got.double() - w).abs().nan_to_num(float("inf")) - arg["atol"] - \
+        arg["rtol"] * w.abs()
+    worst = float(short.max())
+    if worst <= 0:
+        return 0.0
+    return worst / rms if rms > 0 else float("inf")
+
+
 class Errors:
     """Largest errors against fp64: relative where |want| >= 1e-3 max |want| ("big"), absolute
     where it is smaller (there a relative tolerance gives no room)."""
@@ -395,7 +411,8 @@ def check_dump(args, dump, rank, world, device):
         raise RuntimeError("%s needs --pkb (a ParallelKernelBench checkout)" % man["problem"])
     outputs = [a for a in man["args"] if a["role"] != "input"]
     state = {a["name"]: {"pass": True, "max_diff": 0.0, "ref": Errors(), "alt": Errors(),
-                         "ratio": 0.0, "norm_ref": 0.0, "norm_alt": 0.0} for a in outputs}
+                         "ratio": 0.0, "norm_ref": 0.0, "norm_alt": 0.0, "need_rms": 0.0,
+                         "by_regime": {}} for a in outputs}
     regimes = {}  # the input regimes the dump's trials drew (t<trial>_regimes.json), counted
     trials = 0
     while os.path.exists(os.path.join(dump, "t%d_r%d_%s%s.bin" % (
@@ -405,10 +422,13 @@ def check_dump(args, dump, rank, world, device):
     dims = man["dims"]
     for t in range(trials):
         reg_path = os.path.join(dump, "t%d_regimes.json" % t)
+        trial_regime = "none"  # this trial's regimes, for the per-regime ratios below
         if os.path.exists(reg_path):
             with open(reg_path) as f:
-                for name in set(json.load(f).values()):
-                    regimes[name] = regimes.get(name, 0) + 1
+                names = set(json.load(f).values())
+            for name in names:
+                regimes[name] = regimes.get(name, 0) + 1
+            trial_regime = "+".join(sorted(names)) or "none"
         inputs, ref_out = load_trial(man, dump, t, rank, device)
         extra = run_extra(adapter, dump, t)
         got = adapter.run(pkb, {k: v.clone() for k, v in inputs.items()}, dims, world, rank,
@@ -427,12 +447,21 @@ def check_dump(args, dump, rank, world, device):
             if ref_out[n].is_floating_point() and a["checker"] != "custom":
                 s["ref"].add(ref_out[n], want[n].double())
                 s["alt"].add(got[n], want[n].double())
+                by = s["by_regime"].setdefault(trial_regime, [0.0, 0.0, 0.0])
                 if a["checker"] == "allclose":
-                    s["ratio"] = max(s["ratio"], rule_ratio(ref_out[n], want[n].double(), a),
-                                     rule_ratio(got[n], want[n].double(), a))
+                    r = max(rule_ratio(ref_out[n], want[n].double(), a),
+                            rule_ratio(got[n], want[n].double(), a))
+                    s["ratio"] = max(s["ratio"], r)
+                    need = max(needed_atol_rms(ref_out[n], want[n], a),
+                               needed_atol_rms(got[n], want[n], a))
+                    s["need_rms"] = max(s["need_rms"], need)
+                    by[0], by[1] = max(by[0], r), max(by[1], need)
                 if a["checker"] in ("allclose", "budget"):
-                    s["norm_ref"] = max(s["norm_ref"], norm_wise(ref_out[n], want[n], a))
-                    s["norm_alt"] = max(s["norm_alt"], norm_wise(got[n], want[n], a))
+                    nr = norm_wise(ref_out[n], want[n], a)
+                    na = norm_wise(got[n], want[n], a)
+                    s["norm_ref"] = max(s["norm_ref"], nr)
+                    s["norm_alt"] = max(s["norm_alt"], na)
+                    by[2] = max(by[2], nr, na)
     report = {"problem": man["problem"], "world": world, "trials": trials, "dims": man["dims"],
               "regimes": regimes, "outputs": {}}
     all_ok = True
@@ -444,6 +473,15 @@ def check_dump(args, dump, rank, world, device):
                             dtype=torch.float64, device=device)
         dist.all_reduce(vals, op=dist.ReduceOp.MAX)
         failed, diff, rabs, rrel, aabs, arel, ratio, nref, nalt = vals.tolist()
+        # Per regime (the same trials, so the same keys, on every rank): the rule's ratio, the
+        # atol_rms that would make it hold, and the norm-wise error against fp64.
+        keys = sorted(s["by_regime"])
+        by = torch.tensor([min(v, 1e300) for k in keys for v in s["by_regime"][k]] or [0.0],
+                          dtype=torch.float64, device=device)
+        dist.all_reduce(by, op=dist.ReduceOp.MAX)
+        by = by.tolist()
+        need = torch.tensor([min(s["need_rms"], 1e300)], dtype=torch.float64, device=device)
+        dist.all_reduce(need, op=dist.ReduceOp.MAX)
         rtol = round_up(SAFETY * max(rrel, arel))
         atol = round_up(SAFETY * max(rabs, aabs))
         # The rule holds when the output's tolerance accepts 4x either implementation's error
@@ -465,7 +503,11 @@ def check_dump(args, dump, rank, world, device):
             "norm_rtol": a.get("norm_rtol"),
             "derived_norm_rtol": round_up(SAFETY * max(nref, nalt)) if nref or nalt else 0.0,
             "rule_ratio": ratio if applies else None,
-            "tolerance_follows_rule": follows}
+            "tolerance_follows_rule": follows,
+            "needed_atol_rms": float(need[0]) if applies else None,
+            "by_regime": {k: {"rule_ratio": by[3 * i] if applies else None,
+                              "needed_atol_rms": by[3 * i + 1] if applies else None,
+                              "norm_wise_vs_fp64": by[3 * i + 2]} for i, k in enumerate(keys)}}
     if args.time_pkb:
         report.update(pkb_time_report(args, adapter, pkb, man, dump, trials, world, rank, device))
     return all_ok, report

@@ -6,7 +6,9 @@ usage: run_manifest.py (--host | --gpu) [manifest...]
   --host: problems with "device": "host" (CI); --gpu: device problems (exit 77 without a GPU).
 Manifest: {"problem": ID, "solutions": [entry...]} or {FILE: entry...} (problem taken from
 the directory). Entry keys: file, status (a name or a list of accepted names), and optionally
-rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial, stdout_contains,
+rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial (the first failing
+trial), failing_by (the first failure at that trial or before), status_at_dims ({preset: status},
+the verdict at PK_MANIFEST_DIMS=preset where it differs), stdout_contains,
 reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing, env (variables added to
 pkgym's environment: the operator's, e.g. PKGYM_FAKE_SETUP_FAILURES to fake a set-up failure).
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
@@ -97,10 +99,13 @@ def run_one(problem, sol_dir, entry):
         with open(os.path.join(save, name), "w") as f:
             f.write(proc.stdout)
     errors = []
-    statuses = entry["status"] if isinstance(entry["status"], list) else [entry["status"]]
+    want = entry["status"]
+    if preset and preset in problem_presets(problem) and preset in entry.get("status_at_dims", {}):
+        want = entry["status_at_dims"][preset]  # a verdict that differs at that shape, said why
+    statuses = want if isinstance(want, list) else [want]
     if res["status"] not in statuses:
         errors.append("status %s, expected %s (reason: %s)" %
-                      (res["status"], entry["status"], res["reason"]))
+                      (res["status"], want, res["reason"]))
     if "rule" in entry and res["status"] == "rejected" and res["rule"] != entry["rule"]:
         errors.append("rule %r, expected %r" % (res["rule"], entry["rule"]))
     if "hung_ranks" in entry and res["hung_ranks"] != entry["hung_ranks"]:
@@ -110,6 +115,11 @@ def run_one(problem, sol_dir, entry):
         errors.append("hung ranks %s lack %s" % (res["hung_ranks"], sorted(missing)))
     if entry.get("inputs_modified") and not any(t["inputs_modified"] for t in res["trials"]):
         errors.append("no trial reports inputs_modified")
+    if "failing_by" in entry:  # the first failure in trial N at the latest (an earlier one
+        # may come from the secret input regime a trial draws)
+        failing = [i for i, t in enumerate(res["trials"]) if not t["passed"]]
+        if not failing or failing[0] > entry["failing_by"]:
+            errors.append("first failing trial %s, expected by %d" % (failing[:1], entry["failing_by"]))
     if "failing_trial" in entry:
         failing = [i for i, t in enumerate(res["trials"]) if not t["passed"]]
         if failing[:1] != [entry["failing_trial"]]:

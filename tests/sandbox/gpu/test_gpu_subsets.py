@@ -40,8 +40,10 @@ def host_gpus():
 
 
 def inside(gpus):
+    # The probe lives in the build tree, which a sandbox shows only when asked (--ro).
     p = subprocess.run([SB_CLI, "--gpus", ",".join(map(str, gpus)), "--wall-ms", "120000",
-                        "--", IDENTITY], capture_output=True, text=True, timeout=200)
+                        "--ro", os.path.dirname(IDENTITY), "--", IDENTITY],
+                       capture_output=True, text=True, timeout=200)
     v = json.loads(p.stdout)
     return v
 

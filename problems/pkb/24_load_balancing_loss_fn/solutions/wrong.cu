@@ -2,7 +2,8 @@
 // first one, so every token counts its top-1 expert in both slots. With PKB's own inputs
 // (every expert equally likely) the loss stays 2 +- 1e-3 and the bug is invisible; with the
 // per-rank expert biases of generate() (trial 1 on) it moves the loss by >= 2.4 % (host
-// simulation). Expected: incorrect, first in trial 1.
+// simulation). Expected: incorrect by trial 1; trial 0 may already fail, when its secret input
+// regime (issue #26: ramps over the experts, dominant logits) makes the experts unequal.
 #include "pk_ctx.h"
 
 #include <cuda/atomic>
