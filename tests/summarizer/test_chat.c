@@ -28,7 +28,7 @@ typedef struct turns3 {
     char code[3][2048];
     char summary[3][32];
     char feedback[3][32];
-    pk_turn_view v[3];
+    pk_turn v[3];
 } turns3;
 
 /* Three turns of about 1.5 KB of code each, told apart by their markers. */
@@ -39,7 +39,10 @@ static void make_turns(turns3 *t) {
         snprintf(t->code[i] + n + 1500, 32, "\n// END-%d", i + 1);
         snprintf(t->summary[i], sizeof t->summary[i], "SUMMARY-%d", i + 1);
         snprintf(t->feedback[i], sizeof t->feedback[i], "FEEDBACK-%d", i + 1);
-        t->v[i] = (pk_turn_view){i + 1, t->code[i], t->summary[i], t->feedback[i]};
+        t->v[i] = (pk_turn){.turn = i + 1,
+                            .code = t->code[i],
+                            .summary = t->summary[i],
+                            .feedback = t->feedback[i]};
     }
 }
 

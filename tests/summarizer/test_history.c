@@ -29,7 +29,7 @@ typedef struct turns4 {
     char code[4][1024];
     char summary[4][64];
     char feedback[4][64];
-    pk_turn_view v[4];
+    pk_turn v[4];
 } turns4;
 
 static void make_turns(turns4 *t) {
@@ -39,7 +39,10 @@ static void make_turns(turns4 *t) {
         t->code[i][n + 900] = '\0';
         snprintf(t->summary[i], sizeof t->summary[i], "SUMMARY-%d", i + 1);
         snprintf(t->feedback[i], sizeof t->feedback[i], "FEEDBACK-%d", i + 1);
-        t->v[i] = (pk_turn_view){i + 1, t->code[i], t->summary[i], t->feedback[i]};
+        t->v[i] = (pk_turn){.turn = i + 1,
+                            .code = t->code[i],
+                            .summary = t->summary[i],
+                            .feedback = t->feedback[i]};
     }
 }
 
@@ -177,7 +180,7 @@ static void test_four_turn_episode_within_budget(void **state) {
     static const sample_kind outcomes[4] = {SAMPLE_COMPILE_ERROR, SAMPLE_INCORRECT, SAMPLE_CORRECT,
                                             SAMPLE_CORRECT_ROOFLINE};
     char *codes[4], *summaries[4], *feedbacks[4];
-    pk_turn_view v[4];
+    pk_turn v[4];
     char *prompt = pk_summarizer_first_prompt(s, TASK);
     for (int turn = 0; turn < 4; turn++) {
         assert_true(strlen(prompt) <= (size_t)budget);
@@ -197,7 +200,10 @@ static void test_four_turn_episode_within_budget(void **state) {
         summaries[turn] = a.summary;
         feedbacks[turn] = pk_summarizer_feedback(s, &r, NULL);
         sample_free(&r);
-        v[turn] = (pk_turn_view){turn + 1, codes[turn], summaries[turn], feedbacks[turn]};
+        v[turn] = (pk_turn){.turn = turn + 1,
+                            .code = codes[turn],
+                            .summary = summaries[turn],
+                            .feedback = feedbacks[turn]};
         free(prompt);
         prompt = pk_summarizer_next_prompt(s, TASK, v, turn + 1);
         assert_true(strlen(prompt) <= (size_t)budget);
