@@ -297,10 +297,11 @@ int pk_store_add_turn(pk_store *s, const char *episode_id, const pk_turn *t, pk_
     return run_stmt(s, s->insert_turn, "add turn", err);
 }
 
-static int count_before(pk_store *s, const char *episode_id, int turn) {
-    sqlite3_stmt *st = s->count_before;
+/* The episode's stored turns (before `turn`, when st counts those); -1 when it fails. */
+static int count_turns(sqlite3_stmt *st, const char *episode_id, int turn) {
     bind_text(st, 1, episode_id);
-    sqlite3_bind_int(st, 2, turn);
+    if (turn > 0)
+        sqlite3_bind_int(st, 2, turn);
     int n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
@@ -323,7 +324,7 @@ int pk_store_put_turns(pk_store *s, const char *episode_id, const pk_turn *t, in
     }
     if ((rc = exec(s, "BEGIN IMMEDIATE", err)))
         return rc;
-    int before = count_before(s, episode_id, t[0].turn);
+    int before = count_turns(s->count_before, episode_id, t[0].turn);
     if (before != t[0].turn - 1) {
         rc = before < 0 ? db_error(s, err, "count turns")
                         : pk_error_set(err, PK_ERR_INVALID,
@@ -355,11 +356,7 @@ int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *r
         return rc;
     if (!episode_id || n < 0 || (n > 0 && !returns))
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: bad finish_episode arguments");
-    sqlite3_stmt *st = s->count_turns;
-    bind_text(st, 1, episode_id);
-    int stored = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
+    int stored = count_turns(s->count_turns, episode_id, 0);
     if (stored != n)
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: episode '%s' has %d stored turns, %d returns given",
@@ -375,7 +372,7 @@ int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *r
     json_decref(arr);
     if (!text)
         return pk_error_set(err, PK_ERR_NOMEM, "trajectory store: out of memory");
-    st = s->finish_episode;
+    sqlite3_stmt *st = s->finish_episode;
     sqlite3_bind_double(st, 1, pk_wall_time_s());
     bind_text(st, 2, text);
     bind_text(st, 3, episode_id);
