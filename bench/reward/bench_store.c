@@ -54,17 +54,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int i = 0; i < turns; i++) {
-        pk_turn_row t = {.episode_id = "bench",
-                         .turn = i + 1,
-                         .action = action,
-                         .code = code,
-                         .summary = "plan",
-                         .status = PK_STATUS_CORRECT,
-                         .score = 1.55,
-                         .result_json = result,
-                         .feedback = "correct, 1.25x"};
+        pk_turn t = {.turn = i + 1,
+                     .action = action,
+                     .code = code,
+                     .summary = "plan",
+                     .status = PK_STATUS_CORRECT,
+                     .score = 1.55,
+                     .result_json = result,
+                     .feedback = "correct, 1.25x"};
         double t0 = pk_now_ms();
-        if (pk_store_add_turn(s, &t, &err) != PK_OK) {
+        if (pk_store_add_turn(s, "bench", &t, &err) != PK_OK) {
             fprintf(stderr, "bench_store: %s\n", err.message);
             return 1;
         }

@@ -109,25 +109,14 @@ static char *dup_or_null(const char *t) {
  * sent unstored turns again may have one after a full disk, and the episode is restored as far
  * as it was stored (issue 27, finding 5); its next turn replaces the rows after the gap. */
 static int copy_turns(pk_episode *e, const pk_store_episode *st) {
-    if (st->n_turns == 0)
-        return 0;
-    e->turns = calloc((size_t)st->n_turns, sizeof *e->turns);
-    if (!e->turns)
-        return -1;
     for (int i = 0; i < st->n_turns && st->turns[i].turn == i + 1; i++) {
-        const pk_turn_row *r = &st->turns[i];
-        pk_turn_record *t = &e->turns[i];
-        *t = (pk_turn_record){.prompt = dup_or_null(r->prompt),
-                              .action = dup_or_null(r->action),
-                              .summary = dup_or_null(r->summary),
-                              .code = dup_or_null(r->code),
-                              .feedback = dup_or_null(r->feedback),
-                              .result_json = dup_or_null(r->result_json),
-                              .status = r->status,
-                              .score = r->score,
-                              .started_at = r->started_at,
-                              .finished_at = r->finished_at};
-        e->n_turns++;
+        pk_turn t;
+        if (pk_turn_copy(&t, &st->turns[i]))
+            return -1;
+        if (pk_episode_add_turn(e, &t)) {
+            pk_turn_free(&t);
+            return -1;
+        }
     }
     e->n_stored = e->n_turns;
     return 0;
@@ -200,14 +189,14 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
 /* The last turn ended the episode but the crash came before its returns were stored: finish
  * it now (in memory and in the store). */
 static void finish_if_over(pk_server *s, pk_episode *e) {
-    const pk_turn_record *last = e->n_turns ? &e->turns[e->n_turns - 1] : NULL;
+    const pk_turn *last = e->n_turns ? &e->turns[e->n_turns - 1] : NULL;
     int over = last && (e->n_turns >= e->max_turns ||
                         (e->stop_on_correct && last->status == PK_STATUS_CORRECT));
     if (!over)
         return;
     pk_episode_finish(e);
     pk_store_job *job = calloc(1, sizeof *job);
-    if (!job || !e->returns || !(job->begin.episode_id = strdup(e->id)) ||
+    if (!job || !e->returns || !(job->episode_id = strdup(e->id)) ||
         !(job->returns = malloc((size_t)e->n_turns * sizeof *job->returns))) {
         pk_store_job_free(job);
         return;

@@ -38,45 +38,43 @@ void pk_episode_remove(pk_episode_table *t, pk_episode *e) {
     }
 }
 
-void pk_turn_record_free(pk_turn_record *r) {
-    free(r->prompt);
-    free(r->action);
-    free(r->summary);
-    free(r->code);
-    free(r->feedback);
-    free(r->result_json);
-    memset(r, 0, sizeof *r);
-}
-
 static size_t len_of(const char *s) {
     return s ? strlen(s) + 1 : 0;
 }
 
-void pk_turn_record_measure(pk_turn_record *r) {
-    r->bytes = len_of(r->prompt) + len_of(r->action) + len_of(r->summary) + len_of(r->code) +
-               len_of(r->feedback) + len_of(r->result_json);
+int pk_episode_add_turn(pk_episode *e, pk_turn *t) {
+    pk_turn *grown = realloc(e->turns, (size_t)(e->n_turns + 1) * sizeof *grown);
+    if (!grown)
+        return PK_ERR_NOMEM;
+    e->turns = grown;
+    e->turns[e->n_turns++] = *t;
+    e->turns_bytes += pk_turn_text_bytes(t);
+    memset(t, 0, sizeof *t);
+    return PK_OK;
+}
+
+void pk_episode_drop_last_turn(pk_episode *e) {
+    pk_turn *t = &e->turns[--e->n_turns];
+    e->turns_bytes -= pk_turn_text_bytes(t);
+    pk_turn_free(t);
 }
 
 void pk_episode_trim_stored(pk_episode *e) {
-    for (int i = 0; i < e->n_stored && i < e->n_turns; i++) {
-        pk_turn_record *t = &e->turns[i];
-        if (t->trimmed)
-            continue;
+    for (; e->n_trimmed < e->n_stored && e->n_trimmed < e->n_turns; e->n_trimmed++) {
+        pk_turn *t = &e->turns[e->n_trimmed];
+        e->turns_bytes -= pk_turn_text_bytes(t);
         free(t->prompt);
         free(t->action);
         free(t->result_json);
         t->prompt = t->action = t->result_json = NULL;
-        t->trimmed = 1;
-        pk_turn_record_measure(t);
+        e->turns_bytes += pk_turn_text_bytes(t);
     }
 }
 
 void pk_episode_recharge(pk_episode *e) {
-    size_t held = len_of(e->prompt) + len_of(e->group);
-    for (int i = 0; i < e->n_turns; i++)
-        held += e->turns[i].bytes;
+    size_t held = len_of(e->prompt) + len_of(e->group) + e->turns_bytes;
     if (e->in_flight)
-        held += e->in_flight->turn.bytes;
+        held += e->in_flight->bytes;
     pk_client_charge_bytes(e->owner, (long long)held - (long long)e->bytes);
     e->bytes = held;
 }
@@ -98,7 +96,7 @@ void pk_episode_free(pk_episode *e) {
         return;
     pk_client_charge_bytes(e->owner, -(long long)e->bytes);
     for (int i = 0; i < e->n_turns; i++)
-        pk_turn_record_free(&e->turns[i]);
+        pk_turn_free(&e->turns[i]);
     free(e->turns);
     free(e->returns);
     free(e->group);

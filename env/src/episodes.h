@@ -11,25 +11,10 @@
 #include "pk_reward.h"
 #include "client_limits.h"
 #include "pk_summarizer.h"
+#include "pk_turn.h"
 #include "transport.h"
 
 #define PK_EPISODE_ID_LEN 32 /* hex characters */
-
-typedef struct pk_turn_record {
-    char *prompt; /* the prompt this turn's action answered, exactly as sent */
-    char *action;
-    char *summary;
-    char *code;
-    char *feedback;
-    char *result_json;
-    pk_status status;
-    double score;
-    pk_reward_parts parts; /* score's terms, for the step reply */
-    double started_at, finished_at;
-    int trimmed;  /* stored, and prompt, action and result_json freed: `trajectory` reads them
-                     from the store (what the next prompt needs stays: code, summary, feedback) */
-    size_t bytes; /* what its texts take (pk_turn_record_measure) */
-} pk_turn_record;
 
 /* A step waiting for its evaluation: where to send the reply. */
 typedef struct pk_pending_step {
@@ -38,7 +23,8 @@ typedef struct pk_pending_step {
     size_t id_len;
     struct pk_episode *ep;
     pk_client_entry *client; /* charged for this step while it is in flight */
-    pk_turn_record turn;     /* prompt, action, summary, code, started_at filled at submit */
+    pk_turn turn;            /* prompt, action, summary, code, started_at filled at submit */
+    size_t bytes;            /* what turn's texts take (pk_turn_text_bytes), charged meanwhile */
 } pk_pending_step;
 
 typedef struct pk_episode {
@@ -54,10 +40,14 @@ typedef struct pk_episode {
     pk_eval_opts eval;
     json_t *settings; /* the settings in effect, as returned by reset and stored */
     char *prompt;     /* the current prompt */
-    pk_turn_record *turns;
+    pk_turn *turns;   /* turns[i].turn == i + 1 */
     int n_turns;
-    int n_stored; /* turns 1..n_stored are committed to the store (a full disk may leave later
-                     ones unstored: they go with the next store job, issue 27, finding 5) */
+    int n_stored;       /* turns 1..n_stored are committed to the store (a full disk may leave later
+                           ones unstored: they go with the next store job, issue 27, finding 5) */
+    int n_trimmed;      /* turns 1..n_trimmed are stored, and their prompt, action and result_json
+                           freed: `trajectory` reads them from the store (what the next prompt needs
+                           stays: code, summary, feedback) */
+    size_t turns_bytes; /* what the texts of turns take (pk_turn_text_bytes) */
     int done;
     double *returns; /* n_turns values once done */
     pk_pending_step *in_flight;
@@ -86,9 +76,10 @@ void pk_episode_insert(pk_episode_table *t, pk_episode *e);
 /* Unlinks e from the table (it is not freed). */
 void pk_episode_remove(pk_episode_table *t, pk_episode *e);
 void pk_episode_free(pk_episode *e);
-void pk_turn_record_free(pk_turn_record *r);
-/* Sets r->bytes from its texts. */
-void pk_turn_record_measure(pk_turn_record *r);
+/* Appends *t (its texts move to e, *t is zeroed); PK_ERR_NOMEM leaves both as they were. */
+int pk_episode_add_turn(pk_episode *e, pk_turn *t);
+/* Frees the last turn (one not stored yet). */
+void pk_episode_drop_last_turn(pk_episode *e);
 /* Frees what the store has of e's stored turns (1..n_stored) and the next prompt does not need:
  * their prompts, actions and results (issue 27, finding 4). */
 void pk_episode_trim_stored(pk_episode *e);

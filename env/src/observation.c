@@ -4,12 +4,12 @@
 
 #include "server.h"
 
-static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn_view *views,
-                             int n_views) {
+static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn *turns,
+                             int n_turns) {
     pk_chat_message *m = NULL;
     int n = 0;
     pk_error err;
-    if (pk_summarizer_messages(sum, task, views, n_views, &m, &n, &err) != PK_OK)
+    if (pk_summarizer_messages(sum, task, turns, n_turns, &m, &n, &err) != PK_OK)
         return NULL;
     json_t *out = json_array();
     for (int i = 0; out && i < n; i++) {
@@ -26,33 +26,13 @@ static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn
     return out;
 }
 
-/* The turns as the summarizer sees them (at least one element, so never a zero calloc). */
-static pk_turn_view *turn_views(const pk_episode *e) {
-    pk_turn_view *views = calloc((size_t)(e->n_turns > 0 ? e->n_turns : 1), sizeof *views);
-    for (int i = 0; views && i < e->n_turns; i++)
-        views[i] = (pk_turn_view){.turn = i + 1,
-                                  .code = e->turns[i].code,
-                                  .summary = e->turns[i].summary,
-                                  .feedback = e->turns[i].feedback};
-    return views;
-}
-
 json_t *pk_episode_messages_json(pk_episode *e) {
-    pk_turn_view *views = turn_views(e);
-    if (!views)
-        return NULL;
-    json_t *out = messages_json(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
-    free(views);
-    return out;
+    return messages_json(e->summarizer, pk_problem_prompt(e->problem), e->turns, e->n_turns);
 }
 
 char *pk_episode_next_prompt(pk_episode *e) {
-    pk_turn_view *views = turn_views(e);
-    if (!views)
-        return NULL;
-    char *prompt =
-        pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
-    free(views);
+    char *prompt = pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), e->turns,
+                                             e->n_turns);
     return pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
 }
 

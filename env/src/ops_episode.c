@@ -269,7 +269,7 @@ json_t *pk_returns_json(const pk_episode *e) {
 
 /* One turn of the reply: the same fields for a turn in memory and one read from the store.
  * t->turn is 1-based in both. */
-static json_t *turn_json(const pk_turn_row *t) {
+static json_t *turn_json(const pk_turn *t) {
     json_t *result = t->result_json ? json_loads(t->result_json, 0, NULL) : NULL;
     return json_pack("{s:i, s:s?, s:s, s:s?, s:s?, s:s, s:f, s:o, s:s?, s:f, s:f}", "turn", t->turn,
                      "prompt", t->prompt, "action", t->action, "summary", t->summary, "code",
@@ -293,18 +293,14 @@ static json_t *trajectory_json(const pk_episode_row *row, json_t *seed, int done
  * prompts, actions and results are read from the store (committed before they were freed). */
 static void memory_trajectory(pk_call *c, const pk_episode *e) {
     pk_store_episode *stored = NULL;
-    int trimmed = 0;
-    for (int i = 0; i < e->n_turns; i++)
-        trimmed |= e->turns[i].trimmed;
     pk_error err;
-    if (trimmed && pk_store_read_episode(c->s->reader, e->id, &stored, &err) != PK_OK) {
+    if (e->n_trimmed > 0 && pk_store_read_episode(c->s->reader, e->id, &stored, &err) != PK_OK) {
         pk_call_error(c, PK_E_INTERNAL, "%s", err.message);
         return;
     }
     json_t *turns = json_array();
     for (int i = 0; turns && i < e->n_turns; i++) {
-        const pk_turn_record *t = &e->turns[i];
-        if (t->trimmed) {
+        if (i < e->n_trimmed) {
             if (!stored || i >= stored->n_turns || stored->turns[i].turn != i + 1) {
                 pk_store_episode_free(stored);
                 json_decref(turns);
@@ -315,18 +311,7 @@ static void memory_trajectory(pk_call *c, const pk_episode *e) {
             json_array_append_new(turns, turn_json(&stored->turns[i]));
             continue;
         }
-        pk_turn_row row = {.turn = i + 1,
-                           .prompt = t->prompt,
-                           .action = t->action,
-                           .summary = t->summary,
-                           .code = t->code,
-                           .status = t->status,
-                           .score = t->score,
-                           .result_json = t->result_json,
-                           .feedback = t->feedback,
-                           .started_at = t->started_at,
-                           .finished_at = t->finished_at};
-        json_array_append_new(turns, turn_json(&row));
+        json_array_append_new(turns, turn_json(&e->turns[i]));
     }
     pk_episode_row row = {.episode_id = e->id,
                           .problem_id = pk_problem_id(e->problem),

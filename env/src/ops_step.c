@@ -13,7 +13,7 @@ static void free_pending(pk_pending_step *p) {
         return;
     pk_client_release(p->client, 0, 1);
     free(p->id_raw);
-    pk_turn_record_free(&p->turn);
+    pk_turn_free(&p->turn);
     free(p);
 }
 
@@ -49,19 +49,20 @@ static json_t *baseline_json(const pk_eval_result *r) {
                      b->measured_at > 0 ? json_real(b->measured_at) : json_null());
 }
 
-/* The terms of `reward` (reward/src/score.c); they sum to it. */
+/* The terms of `reward` and the speedup it used, named as reward/ describes them (they sum to
+ * it). */
 static json_t *reward_parts_json(const pk_reward_parts *p) {
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "correctness", p->correctness,
-                     "speedup_term", p->speedup_term, "speedup", p->speedup, "compile", p->compile,
-                     "run", p->run, "penalty_rejected", p->penalty_rejected, "penalty_format",
-                     p->penalty_format, "total", p->total);
+    json_t *o = json_object();
+    for (int i = 0; o && i < PK_REWARD_PART_COUNT; i++)
+        json_object_set_new(o, pk_reward_part_name(i), json_real(pk_reward_part_value(p, i)));
+    return o;
 }
 
-static json_t *step_info_base(const pk_episode *e, const pk_eval_result *r) {
+static json_t *step_info_base(const pk_episode *e, const pk_eval_result *r,
+                              const pk_reward_parts *parts) {
     int timed = r->has_timing && r->status == PK_STATUS_CORRECT;
     /* Results of older harness builds lack `baseline`: the reference time is the baseline. */
     double base_us = r->baseline.us > 0 ? r->baseline.us : r->reference.median_us;
-    const pk_turn_record *t = &e->turns[e->n_turns - 1];
     json_t *info = json_pack("{s:i, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:o, s:o}",
                              "turn", e->n_turns, "status", pk_status_name(r->status), "correct",
                              r->status == PK_STATUS_CORRECT, "reason", text_json(r->reason),
@@ -72,13 +73,14 @@ static json_t *step_info_base(const pk_episode *e, const pk_eval_result *r) {
                              "compile_ms", r->stages.compile_ms, "run_ms", r->stages.run_ms,
                              "checks", checks_json(r), "returns", pk_returns_json(e));
     if (info)
-        json_object_set_new(info, "reward_parts", reward_parts_json(&t->parts));
+        json_object_set_new(info, "reward_parts", reward_parts_json(parts));
     return info;
 }
 
 /* With both rooflines of the problem on this GPU (docs/problems.md), null when it has none. */
-static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
-    json_t *info = step_info_base(e, r);
+static json_t *step_info(const pk_episode *e, const pk_eval_result *r,
+                         const pk_reward_parts *parts) {
+    json_t *info = step_info_base(e, r, parts);
     if (info) {
         json_object_set_new(info, "roofline_floor_us",
                             r->roofline_floor_us > 0 ? json_real(r->roofline_floor_us)
@@ -92,18 +94,19 @@ static json_t *step_info(const pk_episode *e, const pk_eval_result *r) {
     return info;
 }
 
-/* Appends the finished turn to e (scored) once everything it needs exists; on failure e is
- * unchanged, so that no turn is kept in memory that the store never gets. */
+/* Appends the finished turn to e (scored, the terms of its score in *parts) once everything it
+ * needs exists; on failure e is unchanged, so that no turn is kept in memory that the store
+ * never gets. */
 static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk_eval_result *r,
-                       pk_error *err) {
-    pk_turn_record t = p->turn;
+                       pk_reward_parts *parts, pk_error *err) {
+    pk_turn t = p->turn;
     memset(&p->turn, 0, sizeof p->turn);
+    t.turn = e->n_turns + 1;
     t.status = r->status;
     t.finished_at = pk_wall_time_s();
     t.result_json = pk_eval_result_to_json(r);
     t.feedback = pk_utf8_sanitize_take(pk_summarizer_feedback(e->summarizer, r, e->problem));
     pk_turn_facts facts;
-    pk_turn_record *grown = NULL;
     int rc;
     if (!t.result_json)
         rc = pk_error_set(err, PK_ERR_INTERNAL, "the evaluation result could not be encoded");
@@ -111,55 +114,27 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
         rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory writing feedback");
     else
         rc = pk_turn_facts_from_result_json(t.result_json, &facts, err);
-    if (!rc && !(grown = realloc(e->turns, (size_t)(e->n_turns + 1) * sizeof *grown)))
-        rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    if (rc) {
-        pk_turn_record_free(&t);
-        return rc;
+    if (!rc) {
+        pk_reward_breakdown(&e->reward, &facts, parts);
+        t.score = parts->total;
+        if (pk_episode_add_turn(e, &t))
+            rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     }
-    pk_reward_breakdown(&e->reward, &facts, &t.parts);
-    t.score = t.parts.total;
-    pk_turn_record_measure(&t);
-    e->turns = grown;
-    e->turns[e->n_turns++] = t;
-    return PK_OK;
-}
-
-static char *dup_or_null(const char *text) {
-    return text ? strdup(text) : NULL;
-}
-
-static int copy_turn_row(const pk_episode *e, int i, pk_turn_row *row) {
-    const pk_turn_record *t = &e->turns[i];
-    *row = (pk_turn_row){.episode_id = strdup(e->id),
-                         .turn = i + 1, /* 1-based, as in the step reply */
-                         .prompt = dup_or_null(t->prompt),
-                         .action = dup_or_null(t->action),
-                         .summary = dup_or_null(t->summary),
-                         .code = dup_or_null(t->code),
-                         .status = t->status,
-                         .score = t->score,
-                         .result_json = dup_or_null(t->result_json),
-                         .feedback = dup_or_null(t->feedback),
-                         .started_at = t->started_at,
-                         .finished_at = t->finished_at};
-    return !row->episode_id || (t->prompt && !row->prompt) || (t->action && !row->action) ||
-                   (t->summary && !row->summary) || (t->code && !row->code) ||
-                   (t->result_json && !row->result_json) || (t->feedback && !row->feedback)
-               ? -1
-               : 0;
+    pk_turn_free(&t); /* empty once added */
+    return rc;
 }
 
 pk_store_job *pk_episode_store_job(const pk_episode *e) {
     int from = e->n_stored, n = e->n_turns - e->n_stored;
     pk_store_job *j = calloc(1, sizeof *j);
-    if (!j || n < 1 || !(j->turns = calloc((size_t)n, sizeof *j->turns))) {
+    if (!j || n < 1 || !(j->episode_id = strdup(e->id)) ||
+        !(j->turns = calloc((size_t)n, sizeof *j->turns))) {
         pk_store_job_free(j);
         return NULL;
     }
     int missing = 0;
     for (int i = 0; i < n && !missing; i++) {
-        missing = copy_turn_row(e, from + i, &j->turns[i]);
+        missing = pk_turn_copy(&j->turns[i], &e->turns[from + i]);
         j->n_turns = i + 1; /* what was copied is freed with the job */
     }
     if (!missing && e->done && e->returns) {
@@ -210,7 +185,7 @@ static void sanitize_result(pk_eval_result *r) {
 
 /* Takes back the turn record_turn appended (the step before it did not end the episode). */
 static void unrecord_turn(pk_episode *e) {
-    pk_turn_record_free(&e->turns[--e->n_turns]);
+    pk_episode_drop_last_turn(e);
     e->done = 0;
     free(e->returns);
     e->returns = NULL;
@@ -218,9 +193,9 @@ static void unrecord_turn(pk_episode *e) {
 
 /* The reply to a step whose turn was recorded, and its store job; NULL (with *why) when one
  * cannot be built. */
-static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, pk_store_job **job,
-                          const char **why) {
-    const pk_turn_record *t = &e->turns[e->n_turns - 1];
+static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, const pk_reward_parts *parts,
+                          pk_store_job **job, const char **why) {
+    const pk_turn *t = &e->turns[e->n_turns - 1];
     int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
     int truncated = !terminated && e->n_turns >= e->max_turns;
     if (terminated || truncated)
@@ -228,12 +203,12 @@ static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, pk_store_job *
     *job = pk_episode_store_job(e);
     char *prompt = *job ? pk_episode_next_prompt(e) : NULL;
     json_t *messages = prompt ? pk_episode_messages_json(e) : NULL;
-    json_t *body = messages
-                       ? json_pack("{s:{s:s, s:s, s:i, s:o}, s:f, s:b, s:b, s:o}", "observation",
-                                   "prompt", prompt, "feedback", t->feedback, "turn", e->n_turns,
-                                   "messages", messages, "reward", t->score, "terminated",
-                                   terminated, "truncated", truncated, "info", step_info(e, r))
-                       : NULL;
+    json_t *body =
+        messages ? json_pack("{s:{s:s, s:s, s:i, s:o}, s:f, s:b, s:b, s:o}", "observation",
+                             "prompt", prompt, "feedback", t->feedback, "turn", e->n_turns,
+                             "messages", messages, "reward", t->score, "terminated", terminated,
+                             "truncated", truncated, "info", step_info(e, r, parts))
+                 : NULL;
     if (!body) {
         *why = !*job     ? "out of memory preparing the store write"
                : !prompt ? "out of memory building the next prompt"
@@ -264,7 +239,9 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
     const char *why = err.message;
     pk_store_job *job = NULL;
     json_t *body = NULL;
-    if (record_turn(s, e, p, r, &err) == PK_OK && !(body = turn_reply(e, r, &job, &why)))
+    pk_reward_parts parts;
+    if (record_turn(s, e, p, r, &parts, &err) == PK_OK &&
+        !(body = turn_reply(e, r, &parts, &job, &why)))
         unrecord_turn(e);
     pk_episode_recharge(e);
     if (body) {
@@ -460,8 +437,8 @@ void pk_op_step(pk_call *c) {
     }
     /* Until it is answered it holds the action, the code cut from it, the summary and the
      * prompt's copy; once stored, what the next prompt needs (issue 27, finding 4). */
-    pk_turn_record_measure(&p->turn);
-    if (refuse_held_bytes(c, e, p->turn.bytes)) {
+    p->bytes = pk_turn_text_bytes(&p->turn);
+    if (refuse_held_bytes(c, e, p->bytes)) {
         pk_parsed_action_free(&pa);
         free_pending(p);
         return;

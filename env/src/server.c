@@ -373,7 +373,7 @@ static void fail_unfinished(pk_server *s) {
             pk_episode_recharge(e);
             pk_client_release(p->client, 0, 1);
             free(p->id_raw);
-            pk_turn_record_free(&p->turn);
+            pk_turn_free(&p->turn);
             free(p);
             s->n.steps_in_flight--;
         }

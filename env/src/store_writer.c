@@ -28,16 +28,9 @@ void pk_store_job_free(pk_store_job *j) {
     free((char *)j->begin.group);
     free((char *)j->begin.config_json);
     free((char *)j->begin.task_prompt);
-    for (int i = 0; j->turns && i < j->n_turns; i++) {
-        pk_turn_row *t = &j->turns[i];
-        free((char *)t->episode_id);
-        free((char *)t->prompt);
-        free((char *)t->action);
-        free((char *)t->summary);
-        free((char *)t->code);
-        free((char *)t->result_json);
-        free((char *)t->feedback);
-    }
+    free(j->episode_id);
+    for (int i = 0; j->turns && i < j->n_turns; i++)
+        pk_turn_free(&j->turns[i]);
     free(j->turns);
     free(j->returns);
     free(j);
@@ -49,13 +42,11 @@ static void commit(pk_store *store, pk_store_job *j) {
     if (j->has_begin)
         j->rc = pk_store_begin_episode(store, &j->begin, &j->err);
     if (!j->rc && j->n_turns > 0) {
-        j->rc = pk_store_put_turns(store, j->turns, j->n_turns, &j->err);
+        j->rc = pk_store_put_turns(store, j->episode_id, j->turns, j->n_turns, &j->err);
         j->turns_stored = j->rc == PK_OK;
     }
     if (!j->rc && j->n_returns > 0)
-        j->rc = pk_store_finish_episode(
-            store, j->n_turns > 0 ? j->turns[0].episode_id : j->begin.episode_id, j->returns,
-            j->n_returns, &j->err);
+        j->rc = pk_store_finish_episode(store, j->episode_id, j->returns, j->n_returns, &j->err);
 }
 
 static void *run(void *arg) {

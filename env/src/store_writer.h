@@ -16,7 +16,8 @@ typedef struct pk_store_writer pk_store_writer;
 typedef struct pk_store_job {
     int has_begin;
     pk_episode_row begin;
-    pk_turn_row *turns; /* consecutive turns of one episode */
+    char *episode_id; /* whose turns and returns these are */
+    pk_turn *turns;   /* consecutive turns of that episode */
     int n_turns;
     int n_returns; /* > 0: finish the episode with these returns */
     double *returns;

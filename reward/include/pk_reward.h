@@ -84,6 +84,42 @@ typedef struct pk_reward_parts {
     double total;
 } pk_reward_parts;
 void pk_reward_breakdown(const pk_reward_config *c, const pk_turn_facts *f, pk_reward_parts *out);
+
+/* The terms of a score, described once (reward/src/terms.c), in the order they are summed: its
+ * name, how it is computed, and its weight's key in the reward config. The score
+ * (pk_reward_breakdown), the config's defaults, JSON form and merge (the stored config, reset's
+ * options, `pkgym reward --config`) and step info.reward_parts all follow this table; adding a
+ * term: docs/rewards.md. */
+typedef enum pk_reward_term_kind {
+    PK_REWARD_TERM_WEIGHT,  /* sign x its weight */
+    PK_REWARD_TERM_SPEEDUP, /* T(speedup): the config's transform (transform, clip_lo, clip_hi)
+                               of the speedup against its baseline */
+} pk_reward_term_kind;
+
+/* The bit of status s in pk_reward_term.statuses. */
+#define PK_REWARD_AT(s) (1u << (s))
+
+typedef struct pk_reward_term {
+    const char *name; /* its pk_reward_parts field and its key in step info.reward_parts */
+    pk_reward_term_kind kind;
+    unsigned statuses;     /* the turn statuses it applies at (PK_REWARD_AT bits); 0 at others */
+    const char *weight;    /* PK_REWARD_TERM_WEIGHT: its weight's key in the config */
+    double weight_default; /* the weight in pk_reward_config_default */
+    double sign;           /* +1: a reward, -1: a penalty (the weight is subtracted) */
+    size_t weight_at;      /* offsetof(pk_reward_config, the weight) */
+    size_t part_at;        /* offsetof(pk_reward_parts, the term) */
+} pk_reward_term;
+
+#define PK_REWARD_TERM_COUNT 6
+extern const pk_reward_term pk_reward_terms[PK_REWARD_TERM_COUNT];
+/* The weight of t (a PK_REWARD_TERM_WEIGHT term) in c. */
+double pk_reward_term_weight(const pk_reward_config *c, const pk_reward_term *t);
+
+/* The named values of a breakdown, in the order of step info.reward_parts: each term, the
+ * speedup right after the speedup term, then the total. i in [0, PK_REWARD_PART_COUNT). */
+#define PK_REWARD_PART_COUNT (PK_REWARD_TERM_COUNT + 2)
+const char *pk_reward_part_name(int i);
+double pk_reward_part_value(const pk_reward_parts *p, int i);
 /* Discounted returns of one trajectory: sum R_t = sum_{i>=t} g^(i-t) s_i, or
  * max R_t = max_{i>=t} g^(i-t) s_i. returns may alias scores. */
 void pk_reward_returns(const pk_reward_config *c, const double *scores, int n, double *returns);

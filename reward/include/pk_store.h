@@ -8,6 +8,7 @@
 #define PK_STORE_H
 
 #include "pk_common.h"
+#include "pk_turn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,38 +34,30 @@ typedef struct pk_episode_row {
 } pk_episode_row;
 int pk_store_begin_episode(pk_store *s, const pk_episode_row *e, pk_error *err);
 
-typedef struct pk_turn_row {
-    const char *episode_id;
-    int turn;           /* 1-based, as everywhere in pkgym (schema version 2; docs/rewards.md) */
-    const char *prompt; /* the exact prompt the model answered in this turn; NULL: unknown */
-    const char *action, *summary, *code;
-    pk_status status;
-    double score;            /* the online score */
-    const char *result_json; /* pk_eval_result JSON; NULL when there was no evaluation */
-    const char *feedback;
-    double started_at, finished_at;
-} pk_turn_row;
-/* Committed on return. */
-int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err);
+/* Stores turn t of the episode (t->turn from 1; prompt, result_json and the other texts may be
+ * NULL). Committed on return. */
+int pk_store_add_turn(pk_store *s, const char *episode_id, const pk_turn *t, pk_error *err);
 /* Stores t[0..n), consecutive turns of one episode, in one transaction: every turn before t[0]
  * must be stored already (else PK_ERR_INVALID and nothing changes), rows of the same numbers are
  * replaced, and stored turns after t[n-1] are deleted. So the episode's stored turns are always
  * 1..k without a gap, whatever failed before (a full disk: the server sends the unstored turns
  * again with the next one). Committed on return; on any failure nothing is written. */
-int pk_store_put_turns(pk_store *s, const pk_turn_row *t, int n, pk_error *err);
+int pk_store_put_turns(pk_store *s, const char *episode_id, const pk_turn *t, int n, pk_error *err);
 /* Records the online returns (n must equal the number of stored turns) and finished_at. */
 int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *returns, int n,
                             pk_error *err);
 
 /* One episode read back: its row and turns as they were written (strings owned by it). */
 typedef struct pk_store_episode {
-    pk_episode_row row; /* seed: the one in effect (drawn by the server when the client gave
-                           none); -1 only in episodes stored before seeds were drawn */
-    double finished_at; /* 0 until the returns are recorded */
-    int finished;       /* the returns were recorded */
-    double *returns;    /* n_turns of them when finished, else NULL */
+    pk_episode_row row;    /* seed: the one in effect (drawn by the server when the client gave
+                              none); -1 only in episodes stored before seeds were drawn */
+    double finished_at;    /* 0 until the returns are recorded */
+    int finished;          /* the returns were recorded */
+    int returns_malformed; /* recorded, but not an array of n_turns numbers (never in an
+                              episode pk_store_read_episode returns) */
+    double *returns;       /* n_turns of them when finished, else NULL */
     int n_turns;
-    pk_turn_row *turns; /* ordered by turn (1-based), texts included */
+    pk_turn *turns; /* ordered by turn (1-based), texts included */
 } pk_store_episode;
 
 /* Reads one episode with its turns in one read transaction (a consistent snapshot, safe while

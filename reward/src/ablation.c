@@ -25,31 +25,31 @@ static int differs(double a, double b, double tol) {
 
 /* Facts of one stored turn: the stored status column is the verdict the agent saw; the
  * measurements come from the result JSON (absent for format errors and the like). */
-static void turn_facts(const pk_stored_turn *t, pk_turn_facts *f) {
+static void turn_facts(const pk_turn *t, pk_turn_facts *f) {
     if (!t->result_json || pk_turn_facts_from_result_json(t->result_json, f, NULL) != PK_OK)
         memset(f, 0, sizeof *f);
     f->status = t->status;
 }
 
-static int rescore(const pk_stored_episode *se, const pk_ablation_opts *o, pk_ablation_episode *e,
+static int rescore(const pk_store_episode *se, const pk_ablation_opts *o, pk_ablation_episode *e,
                    pk_error *err) {
     if (o->config) {
         e->config = *o->config;
-    } else if (pk_reward_config_from_stored_json(se->config_json, &e->config, err)) {
+    } else if (pk_reward_config_from_stored_json(se->row.config_json, &e->config, err)) {
         char why[sizeof err->message];
         snprintf(why, sizeof why, "%s", err->message);
-        return pk_error_set(err, PK_ERR_INVALID, "episode '%s': %s", se->id, why);
+        return pk_error_set(err, PK_ERR_INVALID, "episode '%s': %s", se->row.episode_id, why);
     }
-    e->id = dup_or_null(se->id);
-    e->problem_id = dup_or_null(se->problem_id);
-    e->group = dup_or_null(se->group);
-    e->seed = se->seed;
+    e->id = dup_or_null(se->row.episode_id);
+    e->problem_id = dup_or_null(se->row.problem_id);
+    e->group = dup_or_null(se->row.group);
+    e->seed = se->row.seed;
     e->finished = se->finished;
     e->returns_malformed = se->returns_malformed;
     e->n_turns = se->n_turns;
     e->turns = calloc(se->n_turns ? (size_t)se->n_turns : 1, sizeof *e->turns);
     double *scores = calloc(se->n_turns ? (size_t)se->n_turns : 1, sizeof *scores);
-    if (!e->id || !e->problem_id || (se->group && !e->group) || !e->turns || !scores) {
+    if (!e->id || !e->problem_id || (se->row.group && !e->group) || !e->turns || !scores) {
         free(scores);
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     }
@@ -70,7 +70,7 @@ static int rescore(const pk_stored_episode *se, const pk_ablation_opts *o, pk_ab
         t->ret = returns[i];
         t->mismatch = differs(t->score, t->online_score, o->tolerance) || e->returns_malformed;
         if (se->finished) {
-            t->online_return = se->online_returns[i];
+            t->online_return = se->returns[i];
             t->mismatch |= differs(t->ret, t->online_return, o->tolerance);
         }
     }
@@ -78,7 +78,7 @@ static int rescore(const pk_stored_episode *se, const pk_ablation_opts *o, pk_ab
     return PK_OK;
 }
 
-static int collect(const pk_stored_episode *se, void *vctx, pk_error *err) {
+static int collect(const pk_store_episode *se, void *vctx, pk_error *err) {
     collect_ctx *ctx = vctx;
     pk_ablation *a = ctx->out;
     if (a->n_episodes == ctx->cap) {

@@ -41,10 +41,10 @@ static json_t *embedded_json(const char *s) {
     return j ? j : json_string(s);
 }
 
-static json_t *trajectory_json(const pk_stored_episode *e) {
+static json_t *trajectory_json(const pk_store_episode *e) {
     json_t *turns = json_array();
     for (int i = 0; i < e->n_turns; i++) {
-        const pk_stored_turn *t = &e->turns[i];
+        const pk_turn *t = &e->turns[i];
         json_array_append_new(
             turns,
             json_pack("{s:i, s:o, s:o, s:o, s:o, s:s, s:f, s:o, s:o, s:f, s:f}", "turn", t->turn,
@@ -58,25 +58,26 @@ static json_t *trajectory_json(const pk_stored_episode *e) {
     if (e->finished) {
         returns = json_array();
         for (int i = 0; i < e->n_turns; i++)
-            json_array_append_new(returns, json_real(e->online_returns[i]));
+            json_array_append_new(returns, json_real(e->returns[i]));
     }
-    return json_pack("{s:s, s:s, s:o, s:I, s:i, s:o, s:o, s:f, s:o, s:o, s:o}", "episode_id", e->id,
-                     "problem_id", e->problem_id, "group", text_or_null(e->group), "seed",
-                     (json_int_t)e->seed, "max_turns", e->max_turns, "task_prompt",
-                     text_or_null(e->task_prompt), "config", embedded_json(e->config_json),
-                     "created_at", e->created_at, "finished_at",
+    const pk_episode_row *r = &e->row;
+    return json_pack("{s:s, s:s, s:o, s:I, s:i, s:o, s:o, s:f, s:o, s:o, s:o}", "episode_id",
+                     r->episode_id, "problem_id", r->problem_id, "group", text_or_null(r->group),
+                     "seed", (json_int_t)r->seed, "max_turns", r->max_turns, "task_prompt",
+                     text_or_null(r->task_prompt), "config", embedded_json(r->config_json),
+                     "created_at", r->created_at, "finished_at",
                      e->finished_at > 0 ? json_real(e->finished_at) : json_null(), "online_returns",
                      returns, "turns", turns);
 }
 
-static json_t *verified_json(const pk_stored_episode *e, const pk_stored_turn *t) {
+static json_t *verified_json(const pk_episode_row *e, const pk_turn *t) {
     pk_turn_facts f = {0};
     if (t->result_json)
         pk_turn_facts_from_result_json(t->result_json, &f, NULL);
     json_t *line = json_pack(
         "{s:s, s:s, s:o, s:i, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:o}", "problem_id", e->problem_id,
-        "episode_id", e->id, "group", text_or_null(e->group), "turn", t->turn, "task_prompt",
-        text_or_null(e->task_prompt), "prompt", text_or_null(t->prompt), "summary",
+        "episode_id", e->episode_id, "group", text_or_null(e->group), "turn", t->turn,
+        "task_prompt", text_or_null(e->task_prompt), "prompt", text_or_null(t->prompt), "summary",
         text_or_null(t->summary), "code", text_or_null(t->code), "speedup", f.speedup, "time_us",
         f.time_us, "baseline_us", f.baseline_us, "result", embedded_json(t->result_json));
     /* How far to trust the speedup: both CVs, and whether the baseline was timed this step. */
@@ -102,14 +103,14 @@ static int write_line(export_ctx *ctx, json_t *j, pk_error *err) {
     return rc;
 }
 
-static int export_episode(const pk_stored_episode *e, void *vctx, pk_error *err) {
+static int export_episode(const pk_store_episode *e, void *vctx, pk_error *err) {
     export_ctx *ctx = vctx;
     if (!ctx->verified)
         return write_line(ctx, trajectory_json(e), err);
     for (int i = 0; i < e->n_turns; i++) {
         if (e->turns[i].status != PK_STATUS_CORRECT)
             continue;
-        int rc = write_line(ctx, verified_json(e, &e->turns[i]), err);
+        int rc = write_line(ctx, verified_json(&e->row, &e->turns[i]), err);
         if (rc)
             return rc;
     }

@@ -151,44 +151,57 @@ static int first_of_problem(const pk_ablation *a, int i) {
     return 1;
 }
 
-static void print_metrics(const pk_ablation *a, const reward_args *args) {
-    printf("\n%-24s %12s %7s %11s %9s %9s %9s %9s\n", "problem", "trajectories", "correct",
-           "mean_best", "fast_p", "pass@k", "best@k", "avg@k");
+/* Calls fn once per problem, in store order, with its metrics, or NULL and why they could not
+ * be computed. */
+typedef void (*problem_metrics_fn)(const char *problem, const pk_metrics_summary *m,
+                                   const char *error, void *ctx);
+static void each_problem_metrics(const pk_ablation *a, const reward_args *args,
+                                 problem_metrics_fn fn, void *ctx) {
     for (int i = 0; i < a->n_episodes; i++) {
         if (!first_of_problem(a, i))
             continue;
         pk_metrics_summary m;
         pk_error err = {0};
         const char *problem = a->episodes[i].problem_id;
-        if (pk_ablation_problem_metrics(a, problem, args->k, args->p, &m, &err)) {
-            printf("%-24s %s\n", problem, err.message);
-            continue;
-        }
-        printf("%-24s %12d %7d %11.4f %9.4f %9.4f %9.4f %9.4f\n", problem, m.n, m.n_correct,
-               m.mean_best_speedup, m.fast_p, m.pass_at_k, m.best_at_k, m.avg_at_k);
+        int rc = pk_ablation_problem_metrics(a, problem, args->k, args->p, &m, &err);
+        fn(problem, rc ? NULL : &m, err.message, ctx);
     }
+}
+
+static void print_problem_metrics(const char *problem, const pk_metrics_summary *m,
+                                  const char *error, void *ctx) {
+    (void)ctx;
+    if (!m)
+        printf("%-24s %s\n", problem, error);
+    else
+        printf("%-24s %12d %7d %11.4f %9.4f %9.4f %9.4f %9.4f\n", problem, m->n, m->n_correct,
+               m->mean_best_speedup, m->fast_p, m->pass_at_k, m->best_at_k, m->avg_at_k);
+}
+
+static void print_metrics(const pk_ablation *a, const reward_args *args) {
+    printf("\n%-24s %12s %7s %11s %9s %9s %9s %9s\n", "problem", "trajectories", "correct",
+           "mean_best", "fast_p", "pass@k", "best@k", "avg@k");
+    each_problem_metrics(a, args, print_problem_metrics, NULL);
     printf("(k = %d, p = %g; speedups against the config's baseline)\n", args->k, args->p);
+}
+
+static void append_problem_metrics(const char *problem, const pk_metrics_summary *m,
+                                   const char *error, void *problems) {
+    if (!m)
+        json_array_append_new(problems,
+                              json_pack("{s:s, s:s}", "problem_id", problem, "error", error));
+    else
+        json_array_append_new(
+            problems, json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "problem_id",
+                                problem, "trajectories", m->n, "correct", m->n_correct,
+                                "correct_rate", m->correct_rate, "mean_best_speedup",
+                                m->mean_best_speedup, "fast_p", m->fast_p, "pass_at_k",
+                                m->pass_at_k, "best_at_k", m->best_at_k, "avg_at_k", m->avg_at_k));
 }
 
 static json_t *metrics_json(const pk_ablation *a, const reward_args *args) {
     json_t *problems = json_array();
-    for (int i = 0; i < a->n_episodes; i++) {
-        if (!first_of_problem(a, i))
-            continue;
-        pk_metrics_summary m;
-        pk_error err = {0};
-        const char *problem = a->episodes[i].problem_id;
-        if (pk_ablation_problem_metrics(a, problem, args->k, args->p, &m, &err))
-            json_array_append_new(
-                problems, json_pack("{s:s, s:s}", "problem_id", problem, "error", err.message));
-        else
-            json_array_append_new(
-                problems, json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "problem_id",
-                                    problem, "trajectories", m.n, "correct", m.n_correct,
-                                    "correct_rate", m.correct_rate, "mean_best_speedup",
-                                    m.mean_best_speedup, "fast_p", m.fast_p, "pass_at_k",
-                                    m.pass_at_k, "best_at_k", m.best_at_k, "avg_at_k", m.avg_at_k));
-    }
+    each_problem_metrics(a, args, append_problem_metrics, problems);
     return json_pack("{s:i, s:f, s:o}", "k", args->k, "p", args->p, "problems", problems);
 }
 

@@ -7,11 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where c keeps a term's weight (PK_REWARD_TERM_WEIGHT terms only). */
+static double *weight_of(pk_reward_config *c, const pk_reward_term *t) {
+    return (double *)((char *)c + t->weight_at);
+}
+
 void pk_reward_config_default(pk_reward_config *c) {
     memset(c, 0, sizeof *c);
     c->gamma = 0.4;
     c->mode = PK_RETURN_SUM;
-    c->w_correct = 0.3;
+    for (int i = 0; i < PK_REWARD_TERM_COUNT; i++)
+        if (pk_reward_terms[i].kind == PK_REWARD_TERM_WEIGHT)
+            *weight_of(c, &pk_reward_terms[i]) = pk_reward_terms[i].weight_default;
     c->transform = PK_SPEEDUP_RAW;
     c->clip_lo = 0.0;
     c->clip_hi = 10.0;
@@ -56,17 +63,17 @@ static int merge_key(pk_reward_config *c, const char *key, json_t *v, pk_error *
         double *dst;
     } numbers[] = {
         {"gamma", &c->gamma},
-        {"w_correct", &c->w_correct},
         {"clip_lo", &c->clip_lo},
         {"clip_hi", &c->clip_hi},
-        {"r_compile", &c->r_compile},
-        {"r_run", &c->r_run},
-        {"penalty_rejected", &c->penalty_rejected},
-        {"penalty_format", &c->penalty_format},
     };
     for (size_t i = 0; i < sizeof numbers / sizeof *numbers; i++)
         if (strcmp(key, numbers[i].name) == 0)
             return read_number(v, key, numbers[i].dst, err);
+    for (int i = 0; i < PK_REWARD_TERM_COUNT; i++) {
+        const pk_reward_term *t = &pk_reward_terms[i];
+        if (t->kind == PK_REWARD_TERM_WEIGHT && strcmp(key, t->weight) == 0)
+            return read_number(v, key, weight_of(c, t), err);
+    }
     int choice = 0, rc;
     if (strcmp(key, "mode") == 0) {
         if ((rc = read_choice(v, key, mode_names, 2, &choice, err)))
@@ -214,14 +221,17 @@ char *pk_reward_config_to_json(const pk_reward_config *c) {
     int rc = pk_strbuf_puts(&sb, "{");
     rc = rc ? rc : put_number(&sb, "gamma", c->gamma);
     rc = rc ? rc : put_string(&sb, "mode", mode);
-    rc = rc ? rc : put_number(&sb, "w_correct", c->w_correct);
-    rc = rc ? rc : put_string(&sb, "transform", transform);
-    rc = rc ? rc : put_number(&sb, "clip_lo", c->clip_lo);
-    rc = rc ? rc : put_number(&sb, "clip_hi", c->clip_hi);
-    rc = rc ? rc : put_number(&sb, "r_compile", c->r_compile);
-    rc = rc ? rc : put_number(&sb, "r_run", c->r_run);
-    rc = rc ? rc : put_number(&sb, "penalty_rejected", c->penalty_rejected);
-    rc = rc ? rc : put_number(&sb, "penalty_format", c->penalty_format);
+    /* Each term's settings where it stands in the table: the stored configs keep this order. */
+    for (int i = 0; i < PK_REWARD_TERM_COUNT; i++) {
+        const pk_reward_term *t = &pk_reward_terms[i];
+        if (t->kind == PK_REWARD_TERM_WEIGHT) {
+            rc = rc ? rc : put_number(&sb, t->weight, pk_reward_term_weight(c, t));
+        } else {
+            rc = rc ? rc : put_string(&sb, "transform", transform);
+            rc = rc ? rc : put_number(&sb, "clip_lo", c->clip_lo);
+            rc = rc ? rc : put_number(&sb, "clip_hi", c->clip_hi);
+        }
+    }
     rc = rc ? rc : put_string(&sb, "baseline", baseline);
     rc = rc ? rc : pk_strbuf_puts(&sb, "}");
     if (rc) {

@@ -82,33 +82,23 @@ static double transform(const pk_reward_config *c, double speedup) {
 
 void pk_reward_breakdown(const pk_reward_config *c, const pk_turn_facts *f, pk_reward_parts *p) {
     memset(p, 0, sizeof *p);
-    pk_status st = f->status;
-    int compiled = st == PK_STATUS_RUNTIME_ERROR || st == PK_STATUS_TIMEOUT ||
-                   st == PK_STATUS_INCORRECT || st == PK_STATUS_CORRECT;
-    int ran = st == PK_STATUS_INCORRECT || st == PK_STATUS_CORRECT;
-    /* The total is summed in one fixed order, so a recomputation gives the same bits. */
+    if ((unsigned)f->status >= PK_STATUS_COUNT)
+        return;
+    /* The total is summed in the table's fixed order, so a recomputation gives the same bits. */
     double s = 0.0;
-    if (st == PK_STATUS_CORRECT) {
-        p->speedup = pk_reward_speedup(c, f);
-        p->correctness = c->w_correct;
-        p->speedup_term = transform(c, p->speedup);
-        s += p->correctness + p->speedup_term;
-    }
-    if (compiled) {
-        p->compile = c->r_compile;
-        s += c->r_compile;
-    }
-    if (ran) {
-        p->run = c->r_run;
-        s += c->r_run;
-    }
-    if (st == PK_STATUS_REJECTED) {
-        p->penalty_rejected = -c->penalty_rejected;
-        s -= c->penalty_rejected;
-    }
-    if (st == PK_STATUS_FORMAT_ERROR) {
-        p->penalty_format = -c->penalty_format;
-        s -= c->penalty_format;
+    for (int i = 0; i < PK_REWARD_TERM_COUNT; i++) {
+        const pk_reward_term *t = &pk_reward_terms[i];
+        if (!(t->statuses & PK_REWARD_AT(f->status)))
+            continue;
+        double v;
+        if (t->kind == PK_REWARD_TERM_SPEEDUP) {
+            p->speedup = pk_reward_speedup(c, f);
+            v = transform(c, p->speedup);
+        } else {
+            v = t->sign * pk_reward_term_weight(c, t);
+        }
+        *(double *)((char *)p + t->part_at) = v;
+        s += v;
     }
     p->total = s;
 }

@@ -247,28 +247,28 @@ int pk_store_begin_episode(pk_store *s, const pk_episode_row *e, pk_error *err) 
     return rc;
 }
 
-static int check_turn(const pk_turn_row *t, pk_error *err) {
-    if (!t->episode_id)
+static int check_turn(const char *episode_id, const pk_turn *t, pk_error *err) {
+    if (!episode_id)
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: turn without episode id");
     if (t->turn < 1)
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: turn %d of '%s': turns are numbered from 1", t->turn,
-                            t->episode_id);
+                            episode_id);
     /* infra_error is never a turn: the server answers it with an error and records nothing. */
     if ((unsigned)t->status >= PK_STATUS_COUNT || t->status == PK_STATUS_INFRA_ERROR ||
         !isfinite(t->score))
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: turn %d of '%s': bad status %d or score %g", t->turn,
-                            t->episode_id, (int)t->status, t->score);
+                            episode_id, (int)t->status, t->score);
     return PK_OK;
 }
 
-static void bind_turn(sqlite3_stmt *st, const pk_turn_row *t) {
+static void bind_turn(sqlite3_stmt *st, const char *episode_id, const pk_turn *t) {
     /* Denormalized measurements, for SQL queries; result_json stays the source of truth. */
     pk_turn_facts f;
     int have_facts =
         t->result_json && pk_turn_facts_from_result_json(t->result_json, &f, NULL) == 0;
-    bind_text(st, 1, t->episode_id);
+    bind_text(st, 1, episode_id);
     sqlite3_bind_int(st, 2, t->turn);
     bind_text(st, 3, t->action);
     bind_text(st, 4, t->summary);
@@ -287,56 +287,58 @@ static void bind_turn(sqlite3_stmt *st, const pk_turn_row *t) {
     bind_text(st, 15, t->prompt);
 }
 
-int pk_store_add_turn(pk_store *s, const pk_turn_row *t, pk_error *err) {
+int pk_store_add_turn(pk_store *s, const char *episode_id, const pk_turn *t, pk_error *err) {
     int rc = writable(s, err);
     if (!rc)
-        rc = check_turn(t, err);
+        rc = check_turn(episode_id, t, err);
     if (rc)
         return rc;
-    bind_turn(s->insert_turn, t);
+    bind_turn(s->insert_turn, episode_id, t);
     return run_stmt(s, s->insert_turn, "add turn", err);
 }
 
-static int count_before(pk_store *s, const char *episode_id, int turn) {
-    sqlite3_stmt *st = s->count_before;
+/* The episode's stored turns (before `turn`, when st counts those); -1 when it fails. */
+static int count_turns(sqlite3_stmt *st, const char *episode_id, int turn) {
     bind_text(st, 1, episode_id);
-    sqlite3_bind_int(st, 2, turn);
+    if (turn > 0)
+        sqlite3_bind_int(st, 2, turn);
     int n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return n;
 }
 
-int pk_store_put_turns(pk_store *s, const pk_turn_row *t, int n, pk_error *err) {
+int pk_store_put_turns(pk_store *s, const char *episode_id, const pk_turn *t, int n,
+                       pk_error *err) {
     int rc = writable(s, err);
     if (rc)
         return rc;
     if (n < 1 || !t)
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: no turns to put");
     for (int i = 0; i < n; i++) {
-        if ((rc = check_turn(&t[i], err)))
+        if ((rc = check_turn(episode_id, &t[i], err)))
             return rc;
-        if (strcmp(t[i].episode_id, t[0].episode_id) != 0 || t[i].turn != t[0].turn + i)
+        if (t[i].turn != t[0].turn + i)
             return pk_error_set(err, PK_ERR_INVALID,
                                 "trajectory store: put_turns: one episode's consecutive turns");
     }
     if ((rc = exec(s, "BEGIN IMMEDIATE", err)))
         return rc;
-    int before = count_before(s, t[0].episode_id, t[0].turn);
+    int before = count_turns(s->count_before, episode_id, t[0].turn);
     if (before != t[0].turn - 1) {
         rc = before < 0 ? db_error(s, err, "count turns")
                         : pk_error_set(err, PK_ERR_INVALID,
                                        "trajectory store: turn %d of '%s' would leave a gap (%d "
                                        "earlier turns stored)",
-                                       t[0].turn, t[0].episode_id, before);
+                                       t[0].turn, episode_id, before);
     }
     for (int i = 0; !rc && i < n; i++) {
-        bind_turn(s->replace_turn, &t[i]);
+        bind_turn(s->replace_turn, episode_id, &t[i]);
         rc = run_stmt(s, s->replace_turn, "put turn", err);
     }
     if (!rc) {
         sqlite3_stmt *st = s->delete_after;
-        bind_text(st, 1, t[0].episode_id);
+        bind_text(st, 1, episode_id);
         sqlite3_bind_int(st, 2, t[n - 1].turn);
         rc = run_stmt(s, st, "drop later turns", err);
     }
@@ -354,11 +356,7 @@ int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *r
         return rc;
     if (!episode_id || n < 0 || (n > 0 && !returns))
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: bad finish_episode arguments");
-    sqlite3_stmt *st = s->count_turns;
-    bind_text(st, 1, episode_id);
-    int stored = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
+    int stored = count_turns(s->count_turns, episode_id, 0);
     if (stored != n)
         return pk_error_set(err, PK_ERR_INVALID,
                             "trajectory store: episode '%s' has %d stored turns, %d returns given",
@@ -374,7 +372,7 @@ int pk_store_finish_episode(pk_store *s, const char *episode_id, const double *r
     json_decref(arr);
     if (!text)
         return pk_error_set(err, PK_ERR_NOMEM, "trajectory store: out of memory");
-    st = s->finish_episode;
+    sqlite3_stmt *st = s->finish_episode;
     sqlite3_bind_double(st, 1, pk_wall_time_s());
     bind_text(st, 2, text);
     bind_text(st, 3, episode_id);

@@ -13,65 +13,60 @@ static char *column_text(sqlite3_stmt *st, int i) {
     return t ? strdup((const char *)t) : NULL;
 }
 
-static void free_episode(pk_stored_episode *e) {
-    for (int i = 0; i < e->n_turns; i++) {
-        pk_stored_turn *t = &e->turns[i];
-        free(t->result_json);
-        free(t->prompt);
-        free(t->action);
-        free(t->summary);
-        free(t->code);
-        free(t->feedback);
-    }
+/* Frees what e holds, not e itself. */
+static void clear_episode(pk_store_episode *e) {
+    for (int i = 0; i < e->n_turns; i++)
+        pk_turn_free(&e->turns[i]);
     free(e->turns);
-    free(e->online_returns);
-    free(e->id);
-    free(e->problem_id);
-    free(e->group);
-    free(e->config_json);
-    free(e->task_prompt);
+    free(e->returns);
+    free((char *)e->row.episode_id);
+    free((char *)e->row.problem_id);
+    free((char *)e->row.group);
+    free((char *)e->row.config_json);
+    free((char *)e->row.task_prompt);
+    memset(e, 0, sizeof *e);
 }
 
 /* Parses the stored returns; ones that do not match the turns are flagged, not trusted. */
-static int read_returns(pk_stored_episode *e, const char *json, pk_error *err) {
+static int read_returns(pk_store_episode *e, const char *json, pk_error *err) {
     json_t *arr = json_loads(json, 0, NULL);
     int rc = PK_OK;
     if (!json_is_array(arr) || (int)json_array_size(arr) != e->n_turns) {
         e->returns_malformed = 1;
-    } else if (e->n_turns > 0 &&
-               !(e->online_returns = calloc((size_t)e->n_turns, sizeof(double)))) {
+    } else if (e->n_turns > 0 && !(e->returns = calloc((size_t)e->n_turns, sizeof(double)))) {
         rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     } else {
         for (int i = 0; i < e->n_turns; i++)
-            e->online_returns[i] = json_number_value(json_array_get(arr, (size_t)i));
+            e->returns[i] = json_number_value(json_array_get(arr, (size_t)i));
         e->finished = 1;
     }
     json_decref(arr);
     return rc;
 }
 
-static int load_turns(pk_store *s, sqlite3_stmt *st, pk_stored_episode *e, int with_text,
+static int load_turns(pk_store *s, sqlite3_stmt *st, pk_store_episode *e, int with_text,
                       pk_error *err) {
-    sqlite3_bind_text(st, 1, e->id, -1, SQLITE_STATIC);
+    const char *id = e->row.episode_id;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int cap = 0, step, rc = PK_OK;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         if (e->n_turns == cap) {
             cap = cap ? 2 * cap : 8;
-            pk_stored_turn *grown = realloc(e->turns, sizeof *grown * (size_t)cap);
+            pk_turn *grown = realloc(e->turns, sizeof *grown * (size_t)cap);
             if (!grown) {
                 rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory");
                 break;
             }
             e->turns = grown;
         }
-        pk_stored_turn *t = &e->turns[e->n_turns++];
+        pk_turn *t = &e->turns[e->n_turns++];
         memset(t, 0, sizeof *t);
         t->turn = sqlite3_column_int(st, 0);
         const char *status = (const char *)sqlite3_column_text(st, 1);
         int code = pk_status_from_name(status);
         if (code < 0) {
-            rc = pk_error_set(err, PK_ERR_INVALID, "episode '%s' turn %d: unknown status '%s'",
-                              e->id, t->turn, status ? status : "(null)");
+            rc = pk_error_set(err, PK_ERR_INVALID, "episode '%s' turn %d: unknown status '%s'", id,
+                              t->turn, status ? status : "(null)");
             break;
         }
         t->status = (pk_status)code;
@@ -88,8 +83,7 @@ static int load_turns(pk_store *s, sqlite3_stmt *st, pk_stored_episode *e, int w
         }
     }
     if (rc == PK_OK && step != SQLITE_DONE)
-        rc =
-            pk_error_set(err, PK_ERR_IO, "reading turns of '%s': %s", e->id, sqlite3_errmsg(s->db));
+        rc = pk_error_set(err, PK_ERR_IO, "reading turns of '%s': %s", id, sqlite3_errmsg(s->db));
     sqlite3_reset(st);
     return rc;
 }
@@ -156,18 +150,18 @@ static void bind_filter(sqlite3_stmt *st, const pk_store_filter *f) {
 
 /* Reads the episode at eps's current row, with its turns and returns, into e (zeroed). */
 static int read_episode(pk_store *s, sqlite3_stmt *eps, sqlite3_stmt *turns, int with_text,
-                        pk_stored_episode *e, pk_error *err) {
-    e->id = column_text(eps, 0);
-    e->problem_id = column_text(eps, 1);
-    e->group = column_text(eps, 2);
-    e->seed = sqlite3_column_int64(eps, 3);
-    e->max_turns = sqlite3_column_int(eps, 4);
-    e->config_json = column_text(eps, 5);
-    e->task_prompt = column_text(eps, 6);
-    e->created_at = sqlite3_column_double(eps, 7);
+                        pk_store_episode *e, pk_error *err) {
+    e->row = (pk_episode_row){.episode_id = column_text(eps, 0),
+                              .problem_id = column_text(eps, 1),
+                              .group = column_text(eps, 2),
+                              .seed = sqlite3_column_int64(eps, 3),
+                              .max_turns = sqlite3_column_int(eps, 4),
+                              .config_json = column_text(eps, 5),
+                              .task_prompt = column_text(eps, 6),
+                              .created_at = sqlite3_column_double(eps, 7)};
     e->finished_at = sqlite3_column_double(eps, 8);
     const char *returns = (const char *)sqlite3_column_text(eps, 9);
-    if (!e->id || !e->problem_id)
+    if (!e->row.episode_id || !e->row.problem_id)
         return pk_error_set(err, PK_ERR_INVALID, "trajectory store: episode without id");
     int rc = load_turns(s, turns, e, with_text, err);
     if (rc == PK_OK && returns)
@@ -192,11 +186,11 @@ int pk_store_each_episode(pk_store *s, int with_text, const pk_store_filter *fil
     /* One read transaction: a consistent snapshot even while a server keeps writing. */
     sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL);
     while (rc == PK_OK && (step = sqlite3_step(eps)) == SQLITE_ROW) {
-        pk_stored_episode e = {0};
+        pk_store_episode e = {0};
         rc = read_episode(s, eps, turns, with_text, &e, err);
         if (rc == PK_OK)
             rc = fn(&e, ctx, err);
-        free_episode(&e);
+        clear_episode(&e);
     }
     if (rc == PK_OK && step != SQLITE_DONE)
         rc = pk_error_set(err, PK_ERR_IO, "trajectory store: %s", sqlite3_errmsg(s->db));
@@ -211,75 +205,8 @@ out:
 void pk_store_episode_free(pk_store_episode *e) {
     if (!e)
         return;
-    for (int i = 0; i < e->n_turns; i++) {
-        pk_turn_row *t = &e->turns[i];
-        free((char *)t->episode_id);
-        free((char *)t->prompt);
-        free((char *)t->action);
-        free((char *)t->summary);
-        free((char *)t->code);
-        free((char *)t->result_json);
-        free((char *)t->feedback);
-    }
-    free(e->turns);
-    free(e->returns);
-    free((char *)e->row.episode_id);
-    free((char *)e->row.problem_id);
-    free((char *)e->row.group);
-    free((char *)e->row.config_json);
-    free((char *)e->row.task_prompt);
+    clear_episode(e);
     free(e);
-}
-
-/* Moves what the reader loaded into the public form; from is left empty. */
-static int publish(pk_stored_episode *from, pk_store_episode **out, pk_error *err) {
-    if (from->returns_malformed)
-        return pk_error_set(err, PK_ERR_INVALID,
-                            "trajectory store: episode '%s': its stored returns do not match its "
-                            "%d turn(s)",
-                            from->id, from->n_turns);
-    pk_store_episode *e = calloc(1, sizeof *e);
-    if (!e ||
-        (from->n_turns > 0 && !(e->turns = calloc((size_t)from->n_turns, sizeof *e->turns)))) {
-        free(e);
-        return pk_error_set(err, PK_ERR_NOMEM, "trajectory store: out of memory");
-    }
-    for (int i = 0; i < from->n_turns; i++) {
-        pk_stored_turn *t = &from->turns[i];
-        e->turns[i] = (pk_turn_row){.episode_id = strdup(from->id),
-                                    .turn = t->turn,
-                                    .prompt = t->prompt,
-                                    .action = t->action,
-                                    .summary = t->summary,
-                                    .code = t->code,
-                                    .status = t->status,
-                                    .score = t->score,
-                                    .result_json = t->result_json,
-                                    .feedback = t->feedback,
-                                    .started_at = t->started_at,
-                                    .finished_at = t->finished_at};
-        t->prompt = t->action = t->summary = t->code = t->result_json = t->feedback = NULL;
-        e->n_turns++;
-        if (!e->turns[i].episode_id) {
-            pk_store_episode_free(e);
-            return pk_error_set(err, PK_ERR_NOMEM, "trajectory store: out of memory");
-        }
-    }
-    e->row = (pk_episode_row){.episode_id = from->id,
-                              .problem_id = from->problem_id,
-                              .group = from->group,
-                              .seed = from->seed,
-                              .max_turns = from->max_turns,
-                              .config_json = from->config_json,
-                              .created_at = from->created_at,
-                              .task_prompt = from->task_prompt};
-    from->id = from->problem_id = from->group = from->config_json = from->task_prompt = NULL;
-    e->finished_at = from->finished_at;
-    e->finished = from->finished;
-    e->returns = from->online_returns;
-    from->online_returns = NULL;
-    *out = e;
-    return PK_OK;
 }
 
 int pk_store_read_episode(pk_store *s, const char *episode_id, pk_store_episode **out,
@@ -299,11 +226,18 @@ int pk_store_read_episode(pk_store *s, const char *episode_id, pk_store_episode 
     sqlite3_bind_text(eps, 1, episode_id, -1, SQLITE_STATIC);
     int step = sqlite3_step(eps);
     if (step == SQLITE_ROW) {
-        pk_stored_episode e = {0};
-        rc = read_episode(s, eps, turns, 1, &e, err);
+        pk_store_episode *e = calloc(1, sizeof *e);
+        rc = e ? read_episode(s, eps, turns, 1, e, err)
+               : pk_error_set(err, PK_ERR_NOMEM, "trajectory store: out of memory");
+        if (rc == PK_OK && e->returns_malformed)
+            rc = pk_error_set(err, PK_ERR_INVALID,
+                              "trajectory store: episode '%s': its stored returns do not match "
+                              "its %d turn(s)",
+                              episode_id, e->n_turns);
         if (rc == PK_OK)
-            rc = publish(&e, out, err);
-        free_episode(&e);
+            *out = e;
+        else
+            pk_store_episode_free(e);
     } else if (step != SQLITE_DONE) {
         rc = pk_error_set(err, PK_ERR_IO, "trajectory store: reading episode '%s': %s", episode_id,
                           sqlite3_errmsg(s->db));

@@ -4,29 +4,9 @@
 
 #include "pk_store.h"
 
-typedef struct pk_stored_turn {
-    int turn; /* 1-based */
-    pk_status status;
-    double score;                                                    /* online */
-    char *result_json, *prompt, *action, *summary, *code, *feedback; /* NULL when absent */
-    double started_at, finished_at;
-} pk_stored_turn;
-
-typedef struct pk_stored_episode {
-    char *id, *problem_id, *group, *config_json, *task_prompt;
-    long long seed;
-    int max_turns;
-    double created_at, finished_at;
-    int finished;           /* returns were recorded */
-    int returns_malformed;  /* recorded, but not an array of n_turns numbers */
-    double *online_returns; /* n_turns of them when finished */
-    int n_turns;
-    pk_stored_turn *turns;
-} pk_stored_episode;
-
 /* Called once per episode (ordered by creation); the episode is freed after it returns.
  * A non-zero return stops the walk and is returned. */
-typedef int (*pk_episode_fn)(const pk_stored_episode *e, void *ctx, pk_error *err);
+typedef int (*pk_episode_fn)(const pk_store_episode *e, void *ctx, pk_error *err);
 
 /* Which episodes a walk visits (`--problem`, `--group`, `--episode`, `--since` of pkgym reward
  * and export): values of one field are alternatives (OR), fields combine with AND; an empty
@@ -43,7 +23,8 @@ typedef struct pk_store_filter {
 } pk_store_filter;
 
 /* with_text: also load prompt, action, summary, code and feedback (export needs them, rewards
- * not). filter may be NULL (every episode). */
+ * not); the episodes a walk visits may have malformed returns (flagged, not trusted). filter may be
+ * NULL (every episode). */
 int pk_store_each_episode(pk_store *s, int with_text, const pk_store_filter *filter,
                           pk_episode_fn fn, void *ctx, pk_error *err);
 

@@ -13,6 +13,7 @@
 #include "pk_common.h"
 #include "pk_harness.h"
 #include "pk_problems.h"
+#include "pk_turn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,13 +43,6 @@ typedef struct pk_parsed_action {
     char *summary; /* step's summary field, else text after the final block, else extractive;
                     * set for format errors too */
 } pk_parsed_action;
-
-typedef struct pk_turn_view {
-    int turn;
-    const char *code;
-    const char *summary;
-    const char *feedback;
-} pk_turn_view;
 
 /* options_json: the server defaults merged with reset's options["feedback"] (NULL: defaults).
  * Keys: budget_chars, budget_tokens, compile_log_chars, stderr_chars, summary_chars, hooks
@@ -89,10 +83,11 @@ void pk_parsed_action_free(pk_parsed_action *a);
  * memory. */
 char *pk_summarizer_feedback(pk_summarizer *s, const pk_eval_result *r, const pk_problem *p);
 
-/* The next-turn prompt: task, earlier turns in order (code, summary, feedback), the instruction
- * to continue; earliest turns dropped first to stay within budget. malloc'd. */
-char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt,
-                                const pk_turn_view *turns, int n_turns);
+/* The next-turn prompt: task, earlier turns in order (their number, code, summary and feedback:
+ * the rest of each pk_turn is not read), the instruction to continue; earliest turns dropped
+ * first to stay within budget. malloc'd. */
+char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt, const pk_turn *turns,
+                                int n_turns);
 
 /* One chat message: role is "system", "user" or "assistant" (static); content is malloc'd. */
 typedef struct pk_chat_message {
@@ -107,7 +102,7 @@ typedef struct pk_chat_message {
  * the earliest turns are dropped first (the first user message then says how many), and when
  * only the latest is left and too long its code is cut in the middle. The history hook does not
  * apply. *out is malloc'd (pk_chat_messages_free). */
-int pk_summarizer_messages(pk_summarizer *s, const char *task_prompt, const pk_turn_view *turns,
+int pk_summarizer_messages(pk_summarizer *s, const char *task_prompt, const pk_turn *turns,
                            int n_turns, pk_chat_message **out, int *n_out, pk_error *err);
 void pk_chat_messages_free(pk_chat_message *m, int n);
 

@@ -15,12 +15,12 @@ static char *render(const char *tpl, const char *const *vars) {
     return pk_strbuf_take(&sb);
 }
 
-static char *render_assistant(const pk_summarizer *s, const pk_turn_view *t, const char *code) {
+static char *render_assistant(const pk_summarizer *s, const pk_turn *t, const char *code) {
     const char *vars[] = {"code", code ? code : "", "summary", t->summary ? t->summary : "", NULL};
     return render(s->tpl.text[PK_TPL_CHAT_ASSISTANT], vars);
 }
 
-static char *render_feedback(const pk_summarizer *s, const pk_turn_view *t) {
+static char *render_feedback(const pk_summarizer *s, const pk_turn *t) {
     char num[16];
     snprintf(num, sizeof num, "%d", t->turn);
     const char *vars[] = {"turn",     num,
@@ -69,7 +69,7 @@ static void clear(pk_chat_message *m, int n) {
 
 /* Fills m with system, first user and the turns [first, n); returns the count, -1 on no memory.
  * last_code replaces the latest turn's code when non-NULL. */
-static int assemble(pk_summarizer *s, const char *task, const pk_turn_view *turns, int n, int first,
+static int assemble(pk_summarizer *s, const char *task, const pk_turn *turns, int n, int first,
                     const char *last_code, pk_chat_message *m) {
     int k = 0;
     m[k++] = (pk_chat_message){"system", strdup(s->tpl.text[PK_TPL_CHAT_SYSTEM])};
@@ -89,7 +89,7 @@ static int assemble(pk_summarizer *s, const char *task, const pk_turn_view *turn
 }
 
 /* Only the latest turn is left and too long: cut its code in halves until it fits. */
-static int fit_last_turn(pk_summarizer *s, const char *task, const pk_turn_view *turns, int n,
+static int fit_last_turn(pk_summarizer *s, const char *task, const pk_turn *turns, int n,
                          pk_chat_message *m) {
     const char *code = turns[n - 1].code;
     size_t keep = code ? strlen(code) : 0;
@@ -107,7 +107,7 @@ static int fit_last_turn(pk_summarizer *s, const char *task, const pk_turn_view 
     return 0;
 }
 
-int pk_summarizer_messages(pk_summarizer *s, const char *task_prompt, const pk_turn_view *turns,
+int pk_summarizer_messages(pk_summarizer *s, const char *task_prompt, const pk_turn *turns,
                            int n_turns, pk_chat_message **out, int *n_out, pk_error *err) {
     if (!s || !task_prompt || !out || !n_out || n_turns < 0 || (n_turns > 0 && !turns))
         return pk_error_set(err, PK_ERR_INVALID, "pk_summarizer_messages: bad arguments");

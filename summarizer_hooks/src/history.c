@@ -13,7 +13,7 @@ int pk_summarizer_fits(const pk_summarizer *s, const char *text) {
     return s->opt.budget_tokens <= 0 || pk_approx_tokens(text) <= (size_t)s->opt.budget_tokens;
 }
 
-static char *render_turn(const pk_summarizer *s, const pk_turn_view *t, const char *code) {
+static char *render_turn(const pk_summarizer *s, const pk_turn *t, const char *code) {
     char num[16];
     snprintf(num, sizeof num, "%d", t->turn);
     const char *vars[] = {"turn",     num,
@@ -83,7 +83,7 @@ char *pk_cut_code(const char *code, size_t keep) {
 
 /* Shrinks the last turn's code until the prompt fits; NULL if even no code does not fit. */
 static char *fit_last_turn(const pk_summarizer *s, const char *task, char **blocks, int n,
-                           const pk_turn_view *last) {
+                           const pk_turn *last) {
     size_t keep = last->code ? strlen(last->code) : 0;
     for (int attempt = 0; attempt < 12 && keep > 0; attempt++) {
         keep = keep / 2;
@@ -104,7 +104,7 @@ static char *fit_last_turn(const pk_summarizer *s, const char *task, char **bloc
     return NULL;
 }
 
-char *pk_builtin_next_prompt(const pk_summarizer *s, const char *task, const pk_turn_view *turns,
+char *pk_builtin_next_prompt(const pk_summarizer *s, const char *task, const pk_turn *turns,
                              int n) {
     char **blocks = calloc((size_t)(n > 0 ? n : 1), sizeof *blocks);
     if (!blocks)

@@ -115,7 +115,7 @@ int pk_summarize_hook(pk_summarizer *s, const char *action, const char *summary_
     return PK_OK;
 }
 
-char *pk_history_hook(pk_summarizer *s, const char *task, const pk_turn_view *turns, int n,
+char *pk_history_hook(pk_summarizer *s, const char *task, const pk_turn *turns, int n,
                       const char *builtin) {
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {

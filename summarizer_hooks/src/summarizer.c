@@ -102,8 +102,8 @@ char *pk_summarizer_feedback(pk_summarizer *s, const pk_eval_result *r, const pk
     return hooked;
 }
 
-char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt,
-                                const pk_turn_view *turns, int n_turns) {
+char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt, const pk_turn *turns,
+                                int n_turns) {
     if (!s || n_turns < 0 || (n_turns > 0 && !turns))
         return NULL;
     const char *task = task_prompt ? task_prompt : "";

@@ -111,13 +111,12 @@ void pk_hook_record_failure(pk_summarizer *s, pk_hook_slot slot, const char *wha
 int pk_summarize_hook(pk_summarizer *s, const char *action, const char *summary_field,
                       pk_parsed_action *out, pk_error *err);
 char *pk_feedback_hook(pk_summarizer *s, const pk_eval_result *r, const char *builtin);
-char *pk_history_hook(pk_summarizer *s, const char *task, const pk_turn_view *turns, int n,
+char *pk_history_hook(pk_summarizer *s, const char *task, const pk_turn *turns, int n,
                       const char *builtin);
 
 /* The built-ins. */
 char *pk_builtin_feedback(const pk_summarizer *s, const pk_eval_result *r);
-char *pk_builtin_next_prompt(const pk_summarizer *s, const char *task, const pk_turn_view *turns,
-                             int n);
+char *pk_builtin_next_prompt(const pk_summarizer *s, const char *task, const pk_turn *turns, int n);
 int pk_summarizer_fits(const pk_summarizer *s, const char *text); /* within both budgets */
 /* The code with its middle replaced by a marker, keeping keep bytes (history.c). */
 char *pk_cut_code(const char *code, size_t keep);

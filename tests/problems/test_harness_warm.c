@@ -15,14 +15,9 @@
 #include <cmocka.h>
 
 #include "pk_harness.h"
+#include "selftest_scale.h"
 
-static const char *correct_scale =
-    "#include \"pk_ctx.h\"\n"
-    "extern \"C\" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {\n"
-    "    for (size_t i = 0; i < n; i++)\n"
-    "        y[i] = 3.0f * x[i] + (float)ctx->rank;\n"
-    "    return 0;\n"
-    "}\n";
+static const char *correct_scale = SELFTEST_SCALE_CORRECT;
 static const char *wrong_scale =
     "#include \"pk_ctx.h\"\n"
     "extern \"C\" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {\n"
@@ -40,14 +35,8 @@ typedef struct env {
 
 static int setup(void **state) {
     static env e;
-    pk_error err;
-    if (pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &e.set, &err)) {
-        fprintf(stderr, "problem set: %s\n", err.message);
-        return -1;
-    }
-    e.scale = pk_problem_set_find(e.set, "selftest/scale");
     snprintf(e.root, sizeof e.root, "/tmp/pk-test-harness-warm-XXXXXX");
-    if (!e.scale || !mkdtemp(e.root))
+    if (selftest_scale_load(&e.set, &e.scale, e.root))
         return -1;
     *state = &e;
     return 0;

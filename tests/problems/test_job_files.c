@@ -20,14 +20,9 @@
 #include <cmocka.h>
 
 #include "pk_harness.h"
+#include "selftest_scale.h"
 
-static const char *correct_scale =
-    "#include \"pk_ctx.h\"\n"
-    "extern \"C\" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {\n"
-    "    for (size_t i = 0; i < n; i++)\n"
-    "        y[i] = 3.0f * x[i] + (float)ctx->rank;\n"
-    "    return 0;\n"
-    "}\n";
+static const char *correct_scale = SELFTEST_SCALE_CORRECT;
 
 static unsigned mode_of(const char *path) {
     struct stat st;

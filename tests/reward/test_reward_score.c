@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -275,6 +276,61 @@ static void breakdown_sums_to_the_score(void **state) {
     assert_near(p.speedup, 0.0, EPS); /* only a correct turn's speedup counts */
 }
 
+/* The terms table (reward/src/terms.c) drives the defaults, the config's JSON form and merge,
+ * and the named parts: each weighted term, alone at weight 2, gives its part sign x 2 at a
+ * status it applies at and 0 at the others, under its own name. A row added later is checked
+ * here without a new test. */
+static void terms_table_drives_config_and_parts(void **state) {
+    (void)state;
+    pk_reward_config d;
+    pk_reward_config_default(&d);
+    char *defaults = pk_reward_config_to_json(&d);
+    assert_non_null(defaults);
+    for (int i = 0; i < PK_REWARD_TERM_COUNT; i++) {
+        const pk_reward_term *t = &pk_reward_terms[i];
+        assert_non_null(t->name);
+        assert_true(t->statuses != 0 && t->statuses < PK_REWARD_AT(PK_STATUS_INFRA_ERROR));
+        if (t->kind != PK_REWARD_TERM_WEIGHT)
+            continue;
+        assert_non_null(t->weight);
+        assert_true(t->sign == 1 || t->sign == -1);
+        assert_true(pk_reward_term_weight(&d, t) == t->weight_default);
+        char key[64], only[128];
+        snprintf(key, sizeof key, "\"%s\":", t->weight);
+        assert_non_null(strstr(defaults, key));
+        /* Every other weight off, so the total is this term alone. */
+        pk_reward_config c = d;
+        for (int k = 0; k < PK_REWARD_TERM_COUNT; k++)
+            if (pk_reward_terms[k].kind == PK_REWARD_TERM_WEIGHT) {
+                snprintf(only, sizeof only, "{\"%s\": %d}", pk_reward_terms[k].weight,
+                         k == i ? 2 : 0);
+                assert_int_equal(pk_reward_config_merge_json(&c, only, NULL), PK_OK);
+            }
+        assert_true(pk_reward_term_weight(&c, t) == 2);
+        int named = -1;
+        for (int n = 0; n < PK_REWARD_PART_COUNT; n++)
+            if (strcmp(pk_reward_part_name(n), t->name) == 0)
+                named = n;
+        assert_true(named >= 0);
+        for (int st = 0; st < PK_STATUS_TURN_COUNT; st++) {
+            pk_turn_facts f = {.status = (pk_status)st}; /* untimed: the speedup term is 0 */
+            pk_reward_parts p;
+            pk_reward_breakdown(&c, &f, &p);
+            double want = (t->statuses & PK_REWARD_AT(st)) ? 2 * t->sign : 0.0;
+            assert_true(pk_reward_part_value(&p, named) == want);
+            assert_true(p.total == want);
+        }
+    }
+    free(defaults);
+    /* The parts' names: distinct, the speedup after the speedup term, the total last. */
+    for (int n = 0; n < PK_REWARD_PART_COUNT; n++)
+        for (int m = 0; m < n; m++)
+            assert_string_not_equal(pk_reward_part_name(n), pk_reward_part_name(m));
+    assert_string_equal(pk_reward_part_name(PK_REWARD_PART_COUNT - 1), "total");
+    assert_null(pk_reward_part_name(PK_REWARD_PART_COUNT));
+    assert_null(pk_reward_part_name(-1));
+}
+
 /* The baseline of a result: `baseline` (cached or measured), else the reference time, else,
  * for results stored before `baseline` existed with a cached baseline, speedup x time. */
 static void facts_baseline(void **state) {
@@ -366,6 +422,7 @@ int main(void) {
         cmocka_unit_test(stored_config),
         cmocka_unit_test(advantages),
         cmocka_unit_test(breakdown_sums_to_the_score),
+        cmocka_unit_test(terms_table_drives_config_and_parts),
         cmocka_unit_test(facts_baseline),
         cmocka_unit_test(user_config_shapes),
     };

@@ -75,39 +75,37 @@ static void write_and_read_back(void **state) {
                         .task_prompt = "Write an all-reduce."};
     assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_OK);
     assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_ERR_INVALID); /* duplicate id */
-    pk_turn_row t = {.episode_id = "ep1",
-                     .turn = 1,
-                     .prompt = "Write an all-reduce.\n\nFormat: ```cuda ...```",
-                     .action = "<think>..</think>```cu```",
-                     .summary = "tiled",
-                     .code = "__global__ void k() {}",
-                     .status = PK_STATUS_CORRECT,
-                     .score = 1.8,
-                     .result_json = "{\"status\":\"correct\",\"speedup\":1.5,"
-                                    "\"candidate\":{\"median_us\":10},"
-                                    "\"reference\":{\"median_us\":15}}",
-                     .feedback = "correct, 1.50x",
-                     .started_at = 1001,
-                     .finished_at = 1002};
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* duplicate turn */
+    pk_turn t = {.turn = 1,
+                 .prompt = "Write an all-reduce.\n\nFormat: ```cuda ...```",
+                 .action = "<think>..</think>```cu```",
+                 .summary = "tiled",
+                 .code = "__global__ void k() {}",
+                 .status = PK_STATUS_CORRECT,
+                 .score = 1.8,
+                 .result_json = "{\"status\":\"correct\",\"speedup\":1.5,"
+                                "\"candidate\":{\"median_us\":10},"
+                                "\"reference\":{\"median_us\":15}}",
+                 .feedback = "correct, 1.50x",
+                 .started_at = 1001,
+                 .finished_at = 1002};
+    assert_int_equal(pk_store_add_turn(s, "ep1", &t, &err), PK_OK);
+    assert_int_equal(pk_store_add_turn(s, "ep1", &t, &err), PK_ERR_INVALID); /* duplicate turn */
     t.turn = 5;
     t.status = PK_STATUS_COUNT;
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* no such status */
-    t.status = PK_STATUS_INFRA_ERROR;                                 /* ours, never a turn (#25) */
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_store_add_turn(s, "ep1", &t, &err), PK_ERR_INVALID); /* no such status */
+    t.status = PK_STATUS_INFRA_ERROR; /* ours, never a turn (#25) */
+    assert_int_equal(pk_store_add_turn(s, "ep1", &t, &err), PK_ERR_INVALID);
     t.status = PK_STATUS_CORRECT;
     t.score = NAN;
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_store_add_turn(s, "ep1", &t, &err), PK_ERR_INVALID);
     t.score = 1.8;
     t.turn = 0; /* turns are numbered from 1 */
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID);
+    assert_int_equal(pk_store_add_turn(s, "ep1", &t, &err), PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "numbered from 1"));
     t.turn = 1;
-    t.episode_id = "nope";
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_ERR_INVALID); /* unknown episode */
-    pk_turn_row fmt = {.episode_id = "ep1", .turn = 2, .status = PK_STATUS_FORMAT_ERROR};
-    assert_int_equal(pk_store_add_turn(s, &fmt, &err), PK_OK);
+    assert_int_equal(pk_store_add_turn(s, "nope", &t, &err), PK_ERR_INVALID); /* unknown episode */
+    pk_turn fmt = {.turn = 2, .status = PK_STATUS_FORMAT_ERROR};
+    assert_int_equal(pk_store_add_turn(s, "ep1", &fmt, &err), PK_OK);
     const double returns[2] = {1.8, 0.0};
     assert_int_equal(pk_store_finish_episode(s, "ep1", returns, 1, &err), PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "2 stored turns"));
@@ -177,29 +175,27 @@ static void read_episode_back(void **state) {
     assert_null(got->returns);
     pk_store_episode_free(got);
 
-    pk_turn_row t0 = {.episode_id = "ep1",
-                      .turn = 1,
-                      .prompt = "Scale it.",
-                      .action = "no code",
-                      .summary = "plan",
-                      .status = PK_STATUS_FORMAT_ERROR,
-                      .score = -0.25,
-                      .feedback = "no code block",
-                      .started_at = 1001.5,
-                      .finished_at = 1001.75};
-    pk_turn_row t1 = {.episode_id = "ep1",
-                      .turn = 2,
-                      .prompt = "Scale it.\nEarlier: no code.",
-                      .action = "```cuda\nx\n```",
-                      .code = "x",
-                      .status = PK_STATUS_CORRECT,
-                      .score = 1.0 / 3.0,
-                      .result_json = "{\"status\":\"correct\",\"speedup\":1.25}",
-                      .feedback = "correct",
-                      .started_at = 1002,
-                      .finished_at = 1003.125};
-    assert_int_equal(pk_store_add_turn(w, &t1, &err), PK_OK); /* out of order on purpose */
-    assert_int_equal(pk_store_add_turn(w, &t0, &err), PK_OK);
+    pk_turn t0 = {.turn = 1,
+                  .prompt = "Scale it.",
+                  .action = "no code",
+                  .summary = "plan",
+                  .status = PK_STATUS_FORMAT_ERROR,
+                  .score = -0.25,
+                  .feedback = "no code block",
+                  .started_at = 1001.5,
+                  .finished_at = 1001.75};
+    pk_turn t1 = {.turn = 2,
+                  .prompt = "Scale it.\nEarlier: no code.",
+                  .action = "```cuda\nx\n```",
+                  .code = "x",
+                  .status = PK_STATUS_CORRECT,
+                  .score = 1.0 / 3.0,
+                  .result_json = "{\"status\":\"correct\",\"speedup\":1.25}",
+                  .feedback = "correct",
+                  .started_at = 1002,
+                  .finished_at = 1003.125};
+    assert_int_equal(pk_store_add_turn(w, "ep1", &t1, &err), PK_OK); /* out of order on purpose */
+    assert_int_equal(pk_store_add_turn(w, "ep1", &t0, &err), PK_OK);
     const double returns[2] = {-0.25 + 0.9 / 3.0, 1.0 / 3.0};
     assert_int_equal(pk_store_finish_episode(w, "ep1", returns, 2, &err), PK_OK);
 
@@ -216,12 +212,11 @@ static void read_episode_back(void **state) {
     assert_true(got->finished && got->finished_at > 0);
     assert_int_equal(got->n_turns, 2);
     assert_true(got->returns[0] == returns[0] && got->returns[1] == returns[1]); /* exact */
-    const pk_turn_row *a = &got->turns[0], *b = &got->turns[1];
+    const pk_turn *a = &got->turns[0], *b = &got->turns[1];
     assert_int_equal(a->turn, 1);
     assert_int_equal(b->turn, 2);
     assert_string_equal(a->prompt, "Scale it.");
     assert_string_equal(b->prompt, "Scale it.\nEarlier: no code.");
-    assert_string_equal(a->episode_id, "ep1");
     assert_string_equal(a->action, "no code");
     assert_string_equal(a->summary, "plan");
     assert_null(a->code);
@@ -376,8 +371,8 @@ static void migrates_version_1(void **state) {
     /* The migrated store takes new turns with prompts. */
     pk_episode_row e = {.episode_id = "new", .problem_id = "p", .seed = 3, .max_turns = 1};
     assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_OK);
-    pk_turn_row t = {.episode_id = "new", .turn = 1, .prompt = "P", .status = PK_STATUS_INCORRECT};
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
+    pk_turn t = {.turn = 1, .prompt = "P", .status = PK_STATUS_INCORRECT};
+    assert_int_equal(pk_store_add_turn(s, "new", &t, &err), PK_OK);
     pk_store_close(s);
     expect_query(path, "SELECT prompt FROM turns WHERE episode_id='new'", "P");
     /* Opening again does not migrate twice. */
@@ -399,12 +394,8 @@ static void child_writer(const char *path, int ack_fd) {
     char code[64];
     for (int i = 0; i < CHILD_TURNS; i++) {
         snprintf(code, sizeof code, "kernel %d", i);
-        pk_turn_row t = {.episode_id = "killed",
-                         .turn = i + 1,
-                         .code = code,
-                         .status = PK_STATUS_INCORRECT,
-                         .score = 0.5 * i};
-        if (pk_store_add_turn(s, &t, NULL))
+        pk_turn t = {.turn = i + 1, .code = code, .status = PK_STATUS_INCORRECT, .score = 0.5 * i};
+        if (pk_store_add_turn(s, "killed", &t, NULL))
             _exit(5);
         if (write(ack_fd, &i, sizeof i) != (ssize_t)sizeof i)
             _exit(6);
@@ -456,8 +447,8 @@ static void kill9_loses_only_steps_in_flight(void **state) {
     pk_store *s = NULL;
     pk_error err = {0};
     assert_int_equal(pk_store_open(path, &s, &err), PK_OK);
-    pk_turn_row t = {.episode_id = "killed", .turn = n + 1, .status = PK_STATUS_CORRECT};
-    assert_int_equal(pk_store_add_turn(s, &t, &err), PK_OK);
+    pk_turn t = {.turn = n + 1, .status = PK_STATUS_CORRECT};
+    assert_int_equal(pk_store_add_turn(s, "killed", &t, &err), PK_OK);
     pk_store_close(s);
 }
 
@@ -478,25 +469,23 @@ static void put_turns_keeps_turns_contiguous(void **state) {
     assert_int_equal(pk_store_open(db_path(state), &s, &err), PK_OK);
     pk_episode_row e = {.episode_id = "ep", .problem_id = "p", .seed = 1, .max_turns = 8};
     assert_int_equal(pk_store_begin_episode(s, &e, &err), PK_OK);
-    pk_turn_row t[4];
+    pk_turn t[4];
     for (int i = 0; i < 4; i++)
-        t[i] = (pk_turn_row){.episode_id = "ep",
-                             .turn = i + 1,
-                             .action = i == 1 ? "second" : "other",
-                             .status = PK_STATUS_FORMAT_ERROR};
-    assert_int_equal(pk_store_put_turns(s, &t[0], 1, &err), PK_OK);
-    assert_int_equal(pk_store_put_turns(s, &t[2], 1, &err), PK_ERR_INVALID); /* 2 missing */
+        t[i] = (pk_turn){
+            .turn = i + 1, .action = i == 1 ? "second" : "other", .status = PK_STATUS_FORMAT_ERROR};
+    assert_int_equal(pk_store_put_turns(s, "ep", &t[0], 1, &err), PK_OK);
+    assert_int_equal(pk_store_put_turns(s, "ep", &t[2], 1, &err), PK_ERR_INVALID); /* 2 missing */
     assert_non_null(strstr(err.message, "gap"));
     expect_query(db_path(state), "SELECT group_concat(turn) FROM turns", "1");
-    assert_int_equal(pk_store_put_turns(s, &t[1], 3, &err), PK_OK); /* 2..4 at once */
+    assert_int_equal(pk_store_put_turns(s, "ep", &t[1], 3, &err), PK_OK); /* 2..4 at once */
     expect_query(db_path(state), "SELECT group_concat(turn) FROM turns", "1,2,3,4");
     t[1].action = "second, again";
-    assert_int_equal(pk_store_put_turns(s, &t[1], 1, &err), PK_OK);
+    assert_int_equal(pk_store_put_turns(s, "ep", &t[1], 1, &err), PK_OK);
     expect_query(db_path(state), "SELECT group_concat(turn) FROM turns", "1,2");
     expect_query(db_path(state), "SELECT action FROM turns WHERE turn = 2", "second, again");
-    pk_turn_row other = {.episode_id = "ep", .turn = 5, .status = PK_STATUS_FORMAT_ERROR};
-    pk_turn_row pair[2] = {t[2], other}; /* not consecutive */
-    assert_int_equal(pk_store_put_turns(s, pair, 2, &err), PK_ERR_INVALID);
+    pk_turn other = {.turn = 5, .status = PK_STATUS_FORMAT_ERROR};
+    pk_turn pair[2] = {t[2], other}; /* not consecutive */
+    assert_int_equal(pk_store_put_turns(s, "ep", pair, 2, &err), PK_ERR_INVALID);
     pk_store_close(s);
 }
 
@@ -510,8 +499,8 @@ static void *writer_thread(void *p) {
     if (!w->rc)
         w->rc = pk_store_begin_episode(s, &e, NULL);
     for (int i = 0; !w->rc && i < WRITER_TURNS; i++) {
-        pk_turn_row t = {.episode_id = id, .turn = i + 1, .status = PK_STATUS_INCORRECT};
-        w->rc = pk_store_add_turn(s, &t, NULL);
+        pk_turn t = {.turn = i + 1, .status = PK_STATUS_INCORRECT};
+        w->rc = pk_store_add_turn(s, id, &t, NULL);
     }
     pk_store_close(s);
     return NULL;

@@ -19,14 +19,9 @@
 #include <zmq.h>
 
 #include "pk_scheduler.h"
+#include "../problems/selftest_scale.h"
 
-static const char *correct_scale =
-    "#include \"pk_ctx.h\"\n"
-    "extern \"C\" int solution(const pk_ctx *ctx, const float *x, float *y, size_t n) {\n"
-    "    for (size_t i = 0; i < n; i++)\n"
-    "        y[i] = 3.0f * x[i] + (float)ctx->rank;\n"
-    "    return 0;\n"
-    "}\n";
+static const char *correct_scale = SELFTEST_SCALE_CORRECT;
 
 typedef struct env {
     pk_problem_set *set;
@@ -37,14 +32,8 @@ typedef struct env {
 
 static int setup(void **state) {
     static env e;
-    pk_error err;
-    if (pk_problem_set_load(PK_TEST_PROBLEMS, PK_TEST_MODULES, &e.set, &err)) {
-        fprintf(stderr, "problem set: %s\n", err.message);
-        return -1;
-    }
-    e.scale = pk_problem_set_find(e.set, "selftest/scale");
     snprintf(e.cache, sizeof e.cache, "/tmp/pk-test-sched-harness-XXXXXX");
-    if (!e.scale || !mkdtemp(e.cache))
+    if (selftest_scale_load(&e.set, &e.scale, e.cache))
         return -1;
     /* The same headers under another path: the -I flag, hence the compile key, changes. */
     snprintf(e.include_copy, sizeof e.include_copy, "%s/include-copy", e.cache);

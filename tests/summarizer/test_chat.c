@@ -12,35 +12,17 @@
 #include <cmocka.h>
 
 #include "pk_summarizer.h"
-
-#define TASK "Write an all-reduce over 4 GPUs."
-#define CONTINUE "Restart your reasoning process and generate new, complete code."
+#include "sample_turns.h"
 
 static pk_summarizer *make(const char *options) {
-    pk_summarizer *s = NULL;
-    pk_error err = {0};
-    if (pk_summarizer_create(options, NULL, &s, &err) != PK_OK)
-        fail_msg("%s", err.message);
-    return s;
+    return sample_summarizer(options);
 }
 
-typedef struct turns3 {
-    char code[3][2048];
-    char summary[3][32];
-    char feedback[3][32];
-    pk_turn_view v[3];
-} turns3;
-
 /* Three turns of about 1.5 KB of code each, told apart by their markers. */
+typedef sample_turns turns3;
+
 static void make_turns(turns3 *t) {
-    for (int i = 0; i < 3; i++) {
-        int n = snprintf(t->code[i], sizeof t->code[i], "// CODE-%d\n", i + 1);
-        memset(t->code[i] + n, 'a' + i, 1500);
-        snprintf(t->code[i] + n + 1500, 32, "\n// END-%d", i + 1);
-        snprintf(t->summary[i], sizeof t->summary[i], "SUMMARY-%d", i + 1);
-        snprintf(t->feedback[i], sizeof t->feedback[i], "FEEDBACK-%d", i + 1);
-        t->v[i] = (pk_turn_view){i + 1, t->code[i], t->summary[i], t->feedback[i]};
-    }
+    sample_turns_fill(t, 3, 1500, 1);
 }
 
 static size_t total_chars(const pk_chat_message *m, int n) {

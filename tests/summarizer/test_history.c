@@ -11,36 +11,18 @@
 #include <cmocka.h>
 
 #include "pk_summarizer.h"
+#include "sample_turns.h"
 #include "sample_results.h"
 
-#define TASK "Write an all-reduce over 4 GPUs."
-#define CONTINUE "Restart your reasoning process and generate new, complete code."
-
 static pk_summarizer *make(const char *options) {
-    pk_summarizer *s = NULL;
-    pk_error err = {0};
-    if (pk_summarizer_create(options, NULL, &s, &err) != PK_OK)
-        fail_msg("%s", err.message);
-    return s;
+    return sample_summarizer(options);
 }
 
 /* Four turns of about 1 KB each, told apart by their markers. */
-typedef struct turns4 {
-    char code[4][1024];
-    char summary[4][64];
-    char feedback[4][64];
-    pk_turn_view v[4];
-} turns4;
+typedef sample_turns turns4;
 
 static void make_turns(turns4 *t) {
-    for (int i = 0; i < 4; i++) {
-        int n = snprintf(t->code[i], sizeof t->code[i], "// CODE-%d\n", i + 1);
-        memset(t->code[i] + n, 'a' + i, 900);
-        t->code[i][n + 900] = '\0';
-        snprintf(t->summary[i], sizeof t->summary[i], "SUMMARY-%d", i + 1);
-        snprintf(t->feedback[i], sizeof t->feedback[i], "FEEDBACK-%d", i + 1);
-        t->v[i] = (pk_turn_view){i + 1, t->code[i], t->summary[i], t->feedback[i]};
-    }
+    sample_turns_fill(t, 4, 900, 0);
 }
 
 /* Which turns appear (bit i for turn i+1), checking each is whole and in order. */
@@ -177,7 +159,7 @@ static void test_four_turn_episode_within_budget(void **state) {
     static const sample_kind outcomes[4] = {SAMPLE_COMPILE_ERROR, SAMPLE_INCORRECT, SAMPLE_CORRECT,
                                             SAMPLE_CORRECT_ROOFLINE};
     char *codes[4], *summaries[4], *feedbacks[4];
-    pk_turn_view v[4];
+    pk_turn v[4];
     char *prompt = pk_summarizer_first_prompt(s, TASK);
     for (int turn = 0; turn < 4; turn++) {
         assert_true(strlen(prompt) <= (size_t)budget);
@@ -197,7 +179,10 @@ static void test_four_turn_episode_within_budget(void **state) {
         summaries[turn] = a.summary;
         feedbacks[turn] = pk_summarizer_feedback(s, &r, NULL);
         sample_free(&r);
-        v[turn] = (pk_turn_view){turn + 1, codes[turn], summaries[turn], feedbacks[turn]};
+        v[turn] = (pk_turn){.turn = turn + 1,
+                            .code = codes[turn],
+                            .summary = summaries[turn],
+                            .feedback = feedbacks[turn]};
         free(prompt);
         prompt = pk_summarizer_next_prompt(s, TASK, v, turn + 1);
         assert_true(strlen(prompt) <= (size_t)budget);

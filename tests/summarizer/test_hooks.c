@@ -155,7 +155,7 @@ static void test_summarize_plugin(void **state) {
 static void test_declined_hook_is_not_a_failure(void **state) {
     (void)state;
     pk_summarizer *s = make(hook_options("history", "terse", 5000));
-    pk_turn_view v = {1, "int x;", "sum", "fb"};
+    pk_turn v = {.turn = 1, .code = "int x;", .summary = "sum", .feedback = "fb"};
     char *p = pk_summarizer_next_prompt(s, "TASK", &v, 1);
     assert_non_null(strstr(p, "--- Attempt 1 ---"));
     assert_int_equal(pk_summarizer_hook_fallbacks(s), 0);
@@ -428,7 +428,7 @@ static void test_command_not_reading_large_request(void **state) {
     char *code = malloc(n + 1);
     memset(code, 'c', n);
     code[n] = '\0';
-    pk_turn_view v = {1, code, "sum", "fb"};
+    pk_turn v = {.turn = 1, .code = code, .summary = "sum", .feedback = "fb"};
     char *p = pk_summarizer_next_prompt(s, "TASK", &v, 1);
     assert_non_null(strstr(p, "--- Attempt 1 ---"));
     assert_int_equal(pk_summarizer_hook_fallbacks(s), 1);
@@ -442,7 +442,7 @@ static void test_history_hook_over_budget(void **state) {
     (void)state;
     pk_summarizer *s =
         make("{\"budget_chars\": 4000, \"hooks\": {\"history\": \"cmd_over_budget\"}}");
-    pk_turn_view v = {1, "int x;", "sum", "fb"};
+    pk_turn v = {.turn = 1, .code = "int x;", .summary = "sum", .feedback = "fb"};
     char *p = pk_summarizer_next_prompt(s, "TASK", &v, 1);
     assert_true(strlen(p) <= 4000);
     assert_non_null(strstr(p, "--- Attempt 1 ---"));
@@ -457,11 +457,11 @@ static void test_example_history_command(void **state) {
     pk_summarizer *s = make("{\"budget_chars\": 1500, \"hooks\": {\"history\": "
                             "\"history_example\", \"timeout_ms\": 10000}}");
     char code[3][700];
-    pk_turn_view v[3];
+    pk_turn v[3];
     for (int i = 0; i < 3; i++) {
         memset(code[i], 'a' + i, sizeof code[i] - 1);
         code[i][sizeof code[i] - 1] = '\0';
-        v[i] = (pk_turn_view){i + 1, code[i], "sum", "fb"};
+        v[i] = (pk_turn){.turn = i + 1, .code = code[i], .summary = "sum", .feedback = "fb"};
     }
     char *p = pk_summarizer_next_prompt(s, "TASK", v, 3);
     if (pk_summarizer_hook_fallbacks(s) != 0)

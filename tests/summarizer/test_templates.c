@@ -45,7 +45,7 @@ static void test_edited_template_changes_text(void **state) {
     pk_summarizer *s = NULL;
     pk_error err = {0};
     assert_int_equal(pk_summarizer_create(NULL, dir, &s, &err), PK_OK);
-    pk_turn_view v = {1, "int x;", "sum", "fb"};
+    pk_turn v = {.turn = 1, .code = "int x;", .summary = "sum", .feedback = "fb"};
     char *p = pk_summarizer_next_prompt(s, "TASK", &v, 1);
     assert_string_equal(p + strlen(p) - strlen("Try again, faster."), "Try again, faster.");
     free(p);
