@@ -2,6 +2,7 @@
  * and the next prompt. */
 #include <stdlib.h>
 
+#include "episode_examples.h"
 #include "server.h"
 
 static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn_view *views,
@@ -43,6 +44,8 @@ json_t *pk_episode_messages_json(pk_episode *e) {
         return NULL;
     json_t *out = messages_json(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
     free(views);
+    if (out)
+        pk_episode_examples_messages(e, out);
     return out;
 }
 
@@ -53,7 +56,8 @@ char *pk_episode_next_prompt(pk_episode *e) {
     char *prompt =
         pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), views, e->n_turns);
     free(views);
-    return pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
+    prompt = pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
+    return pk_episode_examples_prompt(e, prompt, e->n_turns + 1);
 }
 
 json_t *pk_first_messages_json(const pk_server *s, const pk_problem *p) {
