@@ -186,6 +186,8 @@ def main():
         test_budget_and_reproducibility(c)
         test_bad_options(c)
         count = archive_rows(data_dir, "SELECT count(*) FROM entries")[0][0]
+        st = c.call("stats")["archive"]
+        expect(st == {"added": 1, "errors": 0}, f"stats.archive: the one new kernel: {st}")
         c.close()
         expect(srv.stop() == 0, "server exit 0")
         # Restart on the same data dir: the archive is kept, and the open episode continues with
