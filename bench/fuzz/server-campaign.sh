@@ -12,15 +12,17 @@ B=$(cd "$1" && pwd); O=$(mkdir -p "$2" && cd "$2" && pwd); SECONDS_TOTAL=$3; JOB
 W=$(cd "$(dirname "$0")/../.." && pwd)
 INC=(-I"$W/env/include" -I"$W/env/src" -I"$W/common/include" -I"$W/rollout/include"
      -I"$W/problems/include" -I"$W/sandbox/include" -I"$W/reward/include"
-     -I"$W/summarizer_hooks/include" -isystem /usr/local/cuda/include)
+     -I"$W/summarizer_hooks/include" -I"$W/archive/include" -isystem /usr/local/cuda/include)
 DEFS=(-DPK_VERSION='"0.1.0"' -DPK_FUZZ_PROBLEMS_DIR="\"$W/problems\""
       -DPK_FUZZ_MODULES_DIR="\"$B/problems/modules\"")
 SRCS=("$W/tests/env/fuzz/fuzz_server.c" "$W/tests/env/fuzz/fuzz_evaluator.c")
 for f in client_limits client_presence server transport episodes episode_options ops_info ops_episode ops_step \
-         observation gpu_list store_writer server_journal episode_restore msgpack_check request; do
+         observation gpu_list store_writer server_journal episode_restore msgpack_check request \
+         episode_examples archive_feed; do
     SRCS+=("$W/env/src/$f.c")
 done
 LIBS=("$B/rollout/libpk_remote.a" "$B/rollout/libpk_rollout.a" "$B/reward/libpk_reward.a"
+      "$B/archive/libpk_archive.a"
       "$B/summarizer_hooks/libpk_summarizer.a" "$B/problems/libpk_problems.a"
       "$B/sandbox/libpk_sandbox.a" "$B/common/libpk_common.a" "$B/rollout/libpk_rollout_core.a"
       "$B/problems/libpk_problems.a" "$B/sandbox/libpk_sandbox.a"

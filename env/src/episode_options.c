@@ -1,6 +1,8 @@
 /* Per-episode settings (see episode_options.h and docs/protocol.md, "reset"). */
 #include "episode_options.h"
 
+#include "episode_examples.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,10 +170,10 @@ int pk_episode_apply_options(pk_episode *e, const json_t *options,
     json_t *v;
     json_object_foreach((json_t *)options, key, v) {
         if (strcmp(key, "reward") && strcmp(key, "feedback") && strcmp(key, "check") &&
-            strcmp(key, "stop_on_correct"))
+            strcmp(key, "stop_on_correct") && strcmp(key, "examples"))
             return pk_error_set(err, PK_ERR_INVALID,
                                 "options.%s: unknown key (reward, feedback, check, "
-                                "stop_on_correct)",
+                                "stop_on_correct, examples)",
                                 key);
     }
     json_t *stop = json_object_get(options, "stop_on_correct");
@@ -187,6 +189,8 @@ int pk_episode_apply_options(pk_episode *e, const json_t *options,
                             templates_dir, settings, err);
     if (!rc)
         rc = apply_check(e, json_object_get(options, "check"), settings, err);
+    if (!rc)
+        rc = pk_episode_examples_option(e, json_object_get(options, "examples"), settings, err);
     if (rc) {
         json_decref(settings);
         return rc;

@@ -9,6 +9,7 @@
 
 #include <sqlite3.h>
 
+#include "episode_examples.h"
 #include "episode_options.h"
 #include "server.h"
 
@@ -76,7 +77,7 @@ static int list_candidates(const char *db_path, candidates *c, pk_error *err) {
 /* The reset options that give back the stored settings: null means "the default" there. */
 static json_t *options_of(const json_t *settings) {
     json_t *o = json_object();
-    const char *keys[] = {"reward", "stop_on_correct"};
+    const char *keys[] = {"reward", "stop_on_correct", "examples"};
     for (size_t i = 0; o && i < sizeof keys / sizeof *keys; i++) {
         json_t *v = json_object_get(settings, keys[i]);
         if (v)
@@ -149,6 +150,7 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
         return NULL;
     }
     snprintf(e->id, sizeof e->id, "%s", st->row.episode_id);
+    pk_episode_examples_bind(e, s->archive);
     e->max_turns = st->row.max_turns;
     e->group = dup_or_null(st->row.group);
     json_t *seed = json_object_get(settings, "seed");
@@ -175,9 +177,12 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
             snprintf(e->gpu_model, sizeof e->gpu_model, "%s", g);
         json_decref(r);
     }
-    e->prompt = e->n_turns ? pk_episode_next_prompt(e)
-                           : pk_utf8_sanitize_take(
-                                 pk_summarizer_first_prompt(e->summarizer, pk_problem_prompt(p)));
+    e->prompt = e->n_turns
+                    ? pk_episode_next_prompt(e)
+                    : pk_episode_examples_prompt(e,
+                                                 pk_utf8_sanitize_take(pk_summarizer_first_prompt(
+                                                     e->summarizer, pk_problem_prompt(p))),
+                                                 1);
     if (!e->prompt) {
         snprintf(why, cap, "out of memory building its prompt");
         pk_episode_free(e);

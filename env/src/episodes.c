@@ -1,6 +1,8 @@
 /* The episode table: a fixed array of hash chains keyed by the random episode id. */
 #include "episodes.h"
 
+#include "episode_examples.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +105,7 @@ void pk_episode_free(pk_episode *e) {
     free(e->prompt);
     json_decref(e->settings);
     pk_summarizer_free(e->summarizer);
+    pk_episode_examples_free(e->examples);
     pk_client_release(e->owner, 1, 0);
     free(e);
 }

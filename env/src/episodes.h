@@ -37,6 +37,7 @@ typedef struct pk_episode {
     int stop_on_correct;
     pk_reward_config reward;
     pk_summarizer *summarizer;
+    struct pk_episode_examples *examples; /* options.examples (episode_examples.h); NULL: none */
     pk_eval_opts eval;
     json_t *settings; /* the settings in effect, as returned by reset and stored */
     char *prompt;     /* the current prompt */

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pk_archive.h"
 #include "pk_common.h"
 #include "pk_env.h"
 #include "pk_problems.h"
@@ -24,6 +25,8 @@ static const command commands[] = {
     {"eval", pk_cmd_eval, "scripted multi-turn evaluation against a server"},
     {"reward", pk_cmd_reward, "recompute rewards, returns and advantages from a trajectory store"},
     {"export", pk_cmd_export, "export trajectories or verified kernels as JSONL"},
+    {"archive", pk_cmd_archive,
+     "list, show, export, import or seed the archive of verified kernels"},
     {"problems", pk_cmd_problems, "list and inspect the problem suite"},
     {"keygen", pk_cmd_keygen, "make a CURVE key pair for the server or a client"},
 };

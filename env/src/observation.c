@@ -2,6 +2,7 @@
  * and the next prompt. */
 #include <stdlib.h>
 
+#include "episode_examples.h"
 #include "server.h"
 
 static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn *turns,
@@ -27,13 +28,18 @@ static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn
 }
 
 json_t *pk_episode_messages_json(pk_episode *e) {
-    return messages_json(e->summarizer, pk_problem_prompt(e->problem), e->turns, e->n_turns);
+    json_t *out =
+        messages_json(e->summarizer, pk_problem_prompt(e->problem), e->turns, e->n_turns);
+    if (out)
+        pk_episode_examples_messages(e, out);
+    return out;
 }
 
 char *pk_episode_next_prompt(pk_episode *e) {
     char *prompt = pk_summarizer_next_prompt(e->summarizer, pk_problem_prompt(e->problem), e->turns,
                                              e->n_turns);
-    return pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
+    prompt = pk_utf8_sanitize_take(prompt); /* it quotes earlier feedback */
+    return pk_episode_examples_prompt(e, prompt, e->n_turns + 1);
 }
 
 json_t *pk_first_messages_json(const pk_server *s, const pk_problem *p) {

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "episode_examples.h"
 #include "episode_options.h"
 #include "pk_client.h"
 #include "server.h"
@@ -177,9 +178,15 @@ void pk_op_reset(pk_call *c) {
     json_object_set_new(e->settings, "seed_source",
                         json_string(e->seed_drawn ? "drawn" : "client"));
     json_object_set_new(e->settings, "group", e->group ? json_string(e->group) : json_null());
-    e->prompt =
-        pk_utf8_sanitize_take(pk_summarizer_first_prompt(e->summarizer, pk_problem_prompt(p)));
-    if (!e->prompt || pk_episode_new_id(e->id) != 0) {
+    pk_episode_examples_bind(e, s->archive);
+    /* The id first: the archive records which examples each episode's prompts used. */
+    int id_ok = pk_episode_new_id(e->id) == 0;
+    e->prompt = id_ok ? pk_episode_examples_prompt(e,
+                                                   pk_utf8_sanitize_take(pk_summarizer_first_prompt(
+                                                       e->summarizer, pk_problem_prompt(p))),
+                                                   1)
+                      : NULL;
+    if (!e->prompt || !id_ok) {
         pk_call_error(c, PK_E_INTERNAL, "cannot create the episode (memory or randomness)");
         pk_episode_free(e);
         return;
@@ -190,6 +197,9 @@ void pk_op_reset(pk_call *c) {
                                         "turn", 0, "messages", messages, "info", "problem",
                                         pk_problem_detail_json(p), "settings", e->settings)
                             : NULL;
+    json_t *examples = body ? pk_episode_examples_info(e) : NULL;
+    if (examples) /* only when asked for: which entries this prompt used */
+        json_object_set_new(json_object_get(body, "info"), "examples", examples);
     pk_store_job *job = begin_job(e);
     char *id_raw = NULL;
     size_t id_len = 0;

@@ -199,6 +199,10 @@ void pk_op_stats(pk_call *c) {
                   "cache", cache, "infra", infra, "uptime_s", uptime_s, "requests", requests,
                   "loop", loop, "clients", clients);
     /* Broker mode: the workers, their GPUs and state (docs/scale-out.md). */
+    if (body) /* the archive of verified kernels: entries this run added, turns it could not take */
+        json_object_set_new(body, "archive",
+                            json_pack("{s:I, s:I}", "added", (json_int_t)n->archive_added, "errors",
+                                      (json_int_t)n->archive_errors));
     json_t *remote = pk_evaluator_stats_json(&s->ev);
     if (body && remote)
         json_object_update(body, remote);

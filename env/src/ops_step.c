@@ -6,6 +6,8 @@
 #include <time.h>
 
 #include "pk_splitmix.h"
+#include "archive_feed.h"
+#include "episode_examples.h"
 #include "server.h"
 
 static void free_pending(pk_pending_step *p) {
@@ -218,6 +220,9 @@ static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, const pk_rewar
         *job = NULL;
         return NULL;
     }
+    json_t *examples = pk_episode_examples_info(e);
+    if (examples) /* only when asked for: which entries the next prompt used */
+        json_object_set_new(json_object_get(body, "info"), "examples", examples);
     free(e->prompt);
     e->prompt = prompt;
     return body;
@@ -245,6 +250,7 @@ static void complete_step(pk_server *s, pk_pending_step *p, pk_eval_result *r) {
         unrecord_turn(e);
     pk_episode_recharge(e);
     if (body) {
+        pk_server_archive_turn(s, e, r);
         /* The reply goes out once the turn is committed to the store; an episode closed
          * meanwhile stays in memory until then, so `trajectory` never misses the turn. */
         pk_server_store_then_reply(s, job, &p->env, p->id_raw, p->id_len, body, NULL, e);

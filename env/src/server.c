@@ -705,6 +705,11 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
         return rc;
     }
     rc = pk_journal_open(o->data_dir, &s->journal, err);
+    char *archive = rc ? NULL : pk_path_join(o->data_dir, PK_ARCHIVE_FILE);
+    if (!rc) /* before the restore: restored episodes retrieve their examples from it */
+        rc = archive ? pk_archive_open(archive, &s->archive, err)
+                     : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    free(archive);
     /* Episodes of the last run continue (docs/protocol.md, "Restart"). */
     if (!rc)
         rc = pk_episode_restore(s, err);
@@ -725,6 +730,7 @@ void pk_server_free(pk_server *s) {
     pk_store_writer_stop(s->writer); /* only set here when init failed half-way */
     pk_store_close(s->reader);
     pk_journal_close(s->journal);
+    pk_archive_close(s->archive);
     if (s->stored_pull)
         zmq_close(s->stored_pull);
     pk_presence_stop(s->presence);

@@ -11,6 +11,7 @@
 #include "client_presence.h"
 #include "episodes.h"
 #include "evaluator.h"
+#include "pk_archive.h"
 #include "pk_common.h"
 #include "pk_curve.h"
 #include "pk_problems.h"
@@ -85,7 +86,9 @@ typedef struct pk_server_counters {
     double completion_ms_max;   /* the longest time one completion held the serving thread */
     double completion_ms_total;
     uint64_t completions;
-    double request_ms_max; /* the longest time one request held it */
+    double request_ms_max;   /* the longest time one request held it */
+    uint64_t archive_added;  /* new entries of the archive of verified kernels */
+    uint64_t archive_errors; /* correct turns the archive could not take (logged) */
 } pk_server_counters;
 
 typedef struct pk_server {
@@ -98,6 +101,7 @@ typedef struct pk_server {
     pk_store_writer *writer; /* owns the trajectory store */
     pk_store *reader;        /* read-only connection, used only by the serving thread */
     pk_journal *journal;     /* steps in flight and closed episodes, for a restart */
+    pk_archive *archive;     /* verified kernels (data_dir/archive.sqlite), serving thread only */
     void *stored_pull;       /* finished store jobs come back here */
     int resets_pending;      /* episodes waiting for their first store commit */
     pk_evaluator ev;         /* the local scheduler, or the broker and its workers */

@@ -6,27 +6,32 @@
 #include <string.h>
 
 #include "cli_filter.h"
+#include "export_verified.h"
 #include "pk_reward.h"
 #include "pk_store.h"
 #include "store_reader.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: pkgym export --db FILE [--verified] [--out FILE.jsonl]\n"
+    fprintf(f, "usage: pkgym export --db FILE [--verified] [--all-turns] [--out FILE.jsonl]\n"
                "                    [--problem ID] [--group G] [--episode ID] [--since T]\n\n"
                "Writes one JSON object per line: a whole trajectory (episode, config, online\n"
                "returns, every turn's prompt, action, summary, code, status, score, feedback and\n"
-               "evaluation result), or with --verified one line per correct turn: task prompt,\n"
-               "the turn's prompt, summary, code and measurements. Turns are numbered from 1.\n\n"
+               "evaluation result), or with --verified one line per verified kernel: task\n"
+               "(prompt), plan (summary), code, speedup and the turn's prompt and measurements,\n"
+               "one line per kernel hash and problem, best first per problem (--all-turns: one\n"
+               "per correct turn). Turns are numbered from 1.\n\n"
                "  --db FILE          trajectory store (opened read-only)\n"
-               "  --verified         only correct turns, as (task, summary, code) records\n"
+               "  --verified         only correct turns, as (task, plan, code, speedup) records\n"
+               "  --all-turns        with --verified: every correct turn, duplicates kept\n"
                "  --out FILE         write there instead of stdout\n" PK_CLI_FILTER_USAGE "\n"
                "Schema of both line kinds: docs/rewards.md.\n");
 }
 
 typedef struct export_ctx {
     FILE *out;
-    int verified;
+    int verified, all_turns;
     long lines;
+    pk_verified_set kept; /* --verified: written once all are read, best first */
 } export_ctx;
 
 static json_t *text_or_null(const char *s) {
@@ -110,7 +115,7 @@ static int export_episode(const pk_store_episode *e, void *vctx, pk_error *err) 
     for (int i = 0; i < e->n_turns; i++) {
         if (e->turns[i].status != PK_STATUS_CORRECT)
             continue;
-        int rc = write_line(ctx, verified_json(&e->row, &e->turns[i]), err);
+        int rc = pk_verified_set_add(&ctx->kept, verified_json(&e->row, &e->turns[i]), err);
         if (rc)
             return rc;
     }
@@ -134,6 +139,8 @@ int pk_cmd_export(int argc, char **argv) {
             return 0;
         } else if (strcmp(arg, "--verified") == 0) {
             ctx.verified = 1;
+        } else if (strcmp(arg, "--all-turns") == 0) {
+            ctx.all_turns = 1;
         } else if ((strcmp(arg, "--db") == 0 || strcmp(arg, "--out") == 0) && val) {
             *(arg[2] == 'd' ? &db : &out_path) = val;
             i++;
@@ -142,6 +149,11 @@ int pk_cmd_export(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
+    }
+    if (ctx.all_turns && !ctx.verified) {
+        fprintf(stderr, "pkgym export: --all-turns goes with --verified\n");
+        usage(stderr);
+        return 2;
     }
     if (!db) {
         fprintf(stderr, "pkgym export: --db FILE is required\n");
@@ -161,6 +173,11 @@ int pk_cmd_export(int argc, char **argv) {
     }
     int rc = pk_store_each_episode(store, 1, &filter, export_episode, &ctx, &err);
     pk_store_close(store);
+    long duplicates = 0;
+    if (rc == PK_OK && ctx.verified)
+        rc =
+            pk_verified_set_write(&ctx.kept, ctx.out, ctx.all_turns, &ctx.lines, &duplicates, &err);
+    pk_verified_set_free(&ctx.kept);
     if (fflush(ctx.out) != 0 && rc == PK_OK)
         rc = pk_error_errno(&err, PK_ERR_IO, "export: write failed");
     if (out_path && fclose(ctx.out) != 0 && rc == PK_OK)
@@ -169,7 +186,10 @@ int pk_cmd_export(int argc, char **argv) {
         fprintf(stderr, "pkgym export: %s\n", err.message);
         return 2;
     }
-    fprintf(stderr, "pkgym export: %ld line(s)%s%s\n", ctx.lines, ctx.verified ? " (verified)" : "",
+    fprintf(stderr, "pkgym export: %ld line(s)%s%s", ctx.lines, ctx.verified ? " (verified)" : "",
             pk_cli_filter_active(&filter) ? " matching the filters" : "");
+    if (duplicates)
+        fprintf(stderr, "; %ld duplicate kernel(s) left out", duplicates);
+    fputc('\n', stderr);
     return 0;
 }

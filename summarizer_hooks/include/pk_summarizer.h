@@ -89,6 +89,10 @@ char *pk_summarizer_feedback(pk_summarizer *s, const pk_eval_result *r, const pk
 char *pk_summarizer_next_prompt(pk_summarizer *s, const char *task_prompt, const pk_turn *turns,
                                 int n_turns);
 
+/* 1 when text is within this episode's context budget (budget_chars, budget_tokens): what
+ * callers that add to a prompt (archive examples, which go first) check against. */
+int pk_summarizer_within_budget(const pk_summarizer *s, const char *text);
+
 /* One chat message: role is "system", "user" or "assistant" (static); content is malloc'd. */
 typedef struct pk_chat_message {
     const char *role;

@@ -124,3 +124,7 @@ const char *pk_summarizer_last_hook_error(const pk_summarizer *s) {
 int pk_summarizer_hook_fallbacks(const pk_summarizer *s) {
     return s ? s->hook_fallbacks : 0;
 }
+
+int pk_summarizer_within_budget(const pk_summarizer *s, const char *text) {
+    return s && text && pk_summarizer_fits(s, text);
+}

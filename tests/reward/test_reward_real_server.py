@@ -92,11 +92,19 @@ def main():
         p = subprocess.run([PKGYM, "reward", "--db", db, "--config", cfg, "--verify"],
                            capture_output=True, text=True, timeout=60)
         check(p.returncode == 1, f"overrides are visible: rc {p.returncode}")
+        p = subprocess.run([PKGYM, "export", "--db", db, "--verified", "--all-turns"],
+                           capture_output=True, text=True, timeout=60)
+        lines = [json.loads(x) for x in p.stdout.splitlines()]
+        check(p.returncode == 0 and len(lines) == n_correct,
+              f"export --verified --all-turns: {len(lines)}")
+        check(all("solution" in x["code"] and x["task_prompt"] for x in lines), "export fields")
+        # Without --all-turns: one line per kernel and problem (issue 31).
+        kernels = {(x["problem_id"], x["kernel_hash"]) for x in lines}
         p = subprocess.run([PKGYM, "export", "--db", db, "--verified"], capture_output=True,
                            text=True, timeout=60)
-        lines = [json.loads(x) for x in p.stdout.splitlines()]
-        check(p.returncode == 0 and len(lines) == n_correct, f"export --verified: {len(lines)}")
-        check(all("solution" in x["code"] and x["task_prompt"] for x in lines), "export fields")
+        dedup = [json.loads(x) for x in p.stdout.splitlines()]
+        check(p.returncode == 0 and len(dedup) == len(kernels),
+              f"export --verified: {len(dedup)} lines, {len(kernels)} distinct kernels")
     finally:
         srv.cleanup()
     print("reward vs real server:", "FAIL" if failures else "ok")

@@ -23,7 +23,7 @@ static int parse_seconds(const char *cmd, const char *name, const char *v, void 
     return pk_arg_positive(cmd, name, v, "number of seconds", dest);
 }
 
-#define N_OPTS 20
+#define N_OPTS 22
 
 static void options(pk_eval_args *a, pk_opt t[N_OPTS]) {
     const pk_opt rows[N_OPTS] = {
@@ -62,6 +62,16 @@ static void options(pk_eval_args *a, pk_opt t[N_OPTS]) {
         {PK_OPT_STR, "--options", "JSON",
          "reset options for every episode (e.g. '{\"stop_on_correct\":true}')", &a->options, 0, 0,
          NULL, 0, NULL, NULL},
+        {PK_OPT_STR, "--examples", "JSON",
+         "reset's options.examples for every episode: archive kernels\n"
+         "as in-context examples (docs/archive.md), e.g.\n"
+         "'{\"k\":3,\"mode\":\"alternate\",\"scope\":\"other_problems\"}'",
+         &a->examples, 0, 0, NULL, 0, NULL, NULL},
+        {PK_OPT_FLAG, "--compare-examples", NULL,
+         "run twice on one server, without then with --examples: reports\n"
+         "in OUT/without and OUT/with, side by side in\n"
+         "OUT/examples_compare.md and .json",
+         &a->compare_examples, 0, 0, NULL, 0, NULL, NULL},
         {PK_OPT_CUSTOM, "--k", "LIST", "k values for pass@k, best@k, avg@k (default 1,G)", a, 0, 0,
          NULL, 0, parse_k, NULL},
         {PK_OPT_CUSTOM, "--seed", "N",
@@ -210,6 +220,17 @@ int pk_eval_args_parse(int argc, char **argv, pk_eval_args *a) {
                         "with --server the store is that server's --data-dir\n");
         return -1;
     }
+    if (a->compare_examples && !a->examples) {
+        fprintf(stderr, "pkgym eval: --compare-examples needs --examples JSON\n");
+        return -1;
+    }
+    pk_error err;
+    char *options = pk_eval_reset_options(a, 1, &err); /* both JSON texts, checked now */
+    if (!options) {
+        fprintf(stderr, "pkgym eval: %s\n", err.message);
+        return -1;
+    }
+    free(options);
     if (!a->run_id[0])
         make_run_id(a->run_id, sizeof a->run_id);
     settle_k(a);

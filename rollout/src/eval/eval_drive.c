@@ -94,14 +94,17 @@ static int start_reset(driver *d, slot *s, pk_error *err) {
                             "max_turns", d->a->turns, "group", s->t->group);
     if (req && d->a->seed >= 0)
         json_object_set_new(req, "seed", json_integer(d->a->seed));
-    if (req && d->a->options) {
-        json_error_t je;
-        json_t *o = json_loads(d->a->options, 0, &je);
-        if (!json_is_object(o)) {
-            json_decref(o);
+    if (req && (d->a->options || d->a->examples)) {
+        char *text = pk_eval_reset_options(d->a, d->a->examples != NULL, err);
+        if (!text) {
             json_decref(req);
-            return pk_error_set(err, PK_ERR_INVALID, "--options must be a JSON object: %s",
-                                je.text);
+            return err->code;
+        }
+        json_t *o = json_loads(text, 0, NULL);
+        free(text);
+        if (!o) {
+            json_decref(req);
+            return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
         }
         json_object_set_new(req, "options", o);
     }
@@ -216,6 +219,20 @@ static void read_returns(slot *s, json_t *info) {
         s->t->returns[i] = json_number_value(json_array_get(r, (size_t)i));
 }
 
+/* Counts the examples a prompt carried (episodes that asked for them only). */
+static void count_examples(driver *d, json_t *reply) {
+    json_t *x = json_object_get(json_object_get(reply, "info"), "examples");
+    if (!json_is_object(x))
+        return;
+    pk_eval_examples_seen *seen = &d->run->examples;
+    size_t shown = json_array_size(json_object_get(x, "entries"));
+    seen->prompts++;
+    seen->prompts_with_examples += shown > 0;
+    seen->shown += (long)shown;
+    seen->dropped_for_budget += (long)json_integer_value(json_object_get(x, "dropped_for_budget"));
+    seen->errors += json_is_string(json_object_get(x, "error"));
+}
+
 static void on_step(driver *d, slot *s, json_t *reply) {
     json_t *info = json_object_get(reply, "info");
     json_t *obs = json_object_get(reply, "observation");
@@ -257,6 +274,7 @@ static void on_step(driver *d, slot *s, json_t *reply) {
         finish(d, s, NULL);
         return;
     }
+    count_examples(d, reply); /* the next prompt's: it will be answered */
     s->state = S_ACT;
 }
 
@@ -302,6 +320,7 @@ static void on_reply(driver *d, slot *s, json_t *reply) {
         s->t->seed = json_is_integer(seed) ? (long long)json_integer_value(seed) : -1;
         set_str(&s->prompt, json_string_value(
                                 json_object_get(json_object_get(reply, "observation"), "prompt")));
+        count_examples(d, reply);
         if (!s->episode)
             finish(d, s, "reset reply without an episode id");
         else

@@ -407,6 +407,12 @@ static json_t *report_json(const pk_eval_run *run, const problem_metrics *pm,
         problems, "trajectories", trajectories_json(run), "server_stats", run->server_stats);
     if (report)
         json_object_set_new(report, "gpu_models", pk_eval_gpu_models_json(run));
+    json_t *examples = report ? pk_eval_examples_json(&run->examples) : NULL;
+    if (examples) /* episodes asked for archive examples: how many reached the prompts */
+        json_object_set_new(report, "examples", examples);
+    if (report && a->examples)
+        json_object_set_new(json_object_get(report, "settings"), "examples",
+                            json_loads(a->examples, 0, NULL));
     return report;
 }
 

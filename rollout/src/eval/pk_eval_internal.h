@@ -21,6 +21,8 @@ typedef struct pk_eval_args {
     const char *policy;      /* "replay:DIR" or "cmd:PROGRAM" */
     const char *out_dir;     /* report directory */
     const char *options;     /* JSON object passed to reset as options */
+    const char *examples;    /* --examples: reset's options.examples (JSON object); NULL: none */
+    int compare_examples;    /* --compare-examples: run without, then with, side by side */
     int concurrency;         /* episodes open at once */
     int policy_jobs;         /* cmd policy processes at once */
     double step_timeout_s;   /* one step's reply */
@@ -110,6 +112,15 @@ typedef struct pk_eval_problem {
     char *reason;   /* why it was left out */
 } pk_eval_problem;
 
+/* The archive examples the prompts carried (reset's and step replies' info.examples). */
+typedef struct pk_eval_examples_seen {
+    int prompts;               /* prompts of episodes that asked for examples */
+    int prompts_with_examples; /* ... that carried at least one */
+    long shown;                /* examples in prompts */
+    long dropped_for_budget;   /* retrieved, left out to keep the prompt within its budget */
+    int errors;                /* prompts whose retrieval failed */
+} pk_eval_examples_seen;
+
 typedef struct pk_eval_run {
     const pk_eval_args *args;
     pk_eval_problem *problems;
@@ -121,6 +132,7 @@ typedef struct pk_eval_run {
     json_t *server_hello; /* the hello reply */
     json_t *server_stats; /* the stats reply at the end */
     char store[1100];     /* the embedded server's trajectory store (kept); "" with --server */
+    pk_eval_examples_seen examples;
 } pk_eval_run;
 
 /* Waits until the server answers hello (the reply in *hello). */
@@ -134,6 +146,15 @@ int pk_eval_select(struct pk_client *c, const pk_eval_args *a, pk_eval_policy *p
 int pk_eval_drive(struct pk_client *c, pk_eval_server *embedded, pk_eval_policy *policy,
                   pk_eval_run *run, pk_error *err);
 void pk_eval_run_free(pk_eval_run *run);
+
+/* The reset options of args: --options with --examples added as "examples" when with_examples
+ * (malloc'd JSON text; NULL with err set when --options is not a JSON object). */
+char *pk_eval_reset_options(const pk_eval_args *a, int with_examples, pk_error *err);
+/* Reads OUT_DIR/without/report.json and OUT_DIR/with/report.json and writes the two side by
+ * side: OUT_DIR/examples_compare.json and .md (printed unless quiet). */
+int pk_eval_compare_write(const pk_eval_args *a, pk_error *err);
+/* report.json's "examples" (NULL when no episode asked for examples). */
+json_t *pk_eval_examples_json(const pk_eval_examples_seen *x);
 
 /* Writes report.json, report.md and turn_scaling.svg into args->out_dir, and prints the
  * Markdown summary to stdout unless quiet. */
