@@ -28,8 +28,7 @@ static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn
 }
 
 json_t *pk_episode_messages_json(pk_episode *e) {
-    json_t *out =
-        messages_json(e->summarizer, pk_problem_prompt(e->problem), e->turns, e->n_turns);
+    json_t *out = messages_json(e->summarizer, pk_problem_prompt(e->problem), e->turns, e->n_turns);
     if (out)
         pk_episode_examples_messages(e, out);
     return out;
