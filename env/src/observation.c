@@ -2,7 +2,7 @@
  * and the next prompt. */
 #include <stdlib.h>
 
-#include "server.h"
+#include "observation.h"
 
 static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn_view *views,
                              int n_views) {

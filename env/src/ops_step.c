@@ -5,8 +5,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "call_lookup.h"
+#include "episode_rules.h"
+#include "episode_store.h"
+#include "observation.h"
+#include "ops.h"
 #include "pk_splitmix.h"
-#include "server.h"
+#include "store_then_reply.h"
 
 static void free_pending(pk_pending_step *p) {
     if (!p)
@@ -125,70 +130,6 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
     return PK_OK;
 }
 
-static char *dup_or_null(const char *text) {
-    return text ? strdup(text) : NULL;
-}
-
-static int copy_turn_row(const pk_episode *e, int i, pk_turn_row *row) {
-    const pk_turn_record *t = &e->turns[i];
-    *row = (pk_turn_row){.episode_id = strdup(e->id),
-                         .turn = i + 1, /* 1-based, as in the step reply */
-                         .prompt = dup_or_null(t->prompt),
-                         .action = dup_or_null(t->action),
-                         .summary = dup_or_null(t->summary),
-                         .code = dup_or_null(t->code),
-                         .status = t->status,
-                         .score = t->score,
-                         .result_json = dup_or_null(t->result_json),
-                         .feedback = dup_or_null(t->feedback),
-                         .started_at = t->started_at,
-                         .finished_at = t->finished_at};
-    return !row->episode_id || (t->prompt && !row->prompt) || (t->action && !row->action) ||
-                   (t->summary && !row->summary) || (t->code && !row->code) ||
-                   (t->result_json && !row->result_json) || (t->feedback && !row->feedback)
-               ? -1
-               : 0;
-}
-
-pk_store_job *pk_episode_store_job(const pk_episode *e) {
-    int from = e->n_stored, n = e->n_turns - e->n_stored;
-    pk_store_job *j = calloc(1, sizeof *j);
-    if (!j || n < 1 || !(j->turns = calloc((size_t)n, sizeof *j->turns))) {
-        pk_store_job_free(j);
-        return NULL;
-    }
-    int missing = 0;
-    for (int i = 0; i < n && !missing; i++) {
-        missing = copy_turn_row(e, from + i, &j->turns[i]);
-        j->n_turns = i + 1; /* what was copied is freed with the job */
-    }
-    if (!missing && e->done && e->returns) {
-        j->returns = malloc((size_t)e->n_turns * sizeof *j->returns);
-        missing = !j->returns;
-        if (j->returns) {
-            memcpy(j->returns, e->returns, (size_t)e->n_turns * sizeof *j->returns);
-            j->n_returns = e->n_turns;
-        }
-    }
-    if (missing) {
-        pk_store_job_free(j);
-        return NULL;
-    }
-    return j;
-}
-
-void pk_episode_finish(pk_episode *e) {
-    e->done = 1;
-    e->returns = calloc((size_t)e->n_turns, sizeof *e->returns);
-    if (!e->returns) {
-        fprintf(stderr, "pkgym serve: episode %s: out of memory for returns\n", e->id);
-        return;
-    }
-    for (int i = 0; i < e->n_turns; i++)
-        e->returns[i] = e->turns[i].score;
-    pk_reward_returns(&e->reward, e->returns, e->n_turns, e->returns);
-}
-
 /* The harness copies compiler and candidate output into the result: make every text valid
  * UTF-8 before it reaches JSON, msgpack, feedback or the store. */
 static void sanitize_result(pk_eval_result *r) {
@@ -221,9 +162,8 @@ static void unrecord_turn(pk_episode *e) {
 static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, pk_store_job **job,
                           const char **why) {
     const pk_turn_record *t = &e->turns[e->n_turns - 1];
-    int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
-    int truncated = !terminated && e->n_turns >= e->max_turns;
-    if (terminated || truncated)
+    int terminated, truncated;
+    if (pk_episode_ended(e, &terminated, &truncated))
         pk_episode_finish(e);
     *job = pk_episode_store_job(e);
     char *prompt = *job ? pk_episode_next_prompt(e) : NULL;
