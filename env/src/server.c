@@ -25,16 +25,10 @@
 
 /* Returns -1 when no completion is waiting. */
 static int take_completion(pk_server *s) {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, s->done_pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&m);
+    void *frame;
+    if (pk_transport_recv_pointer(s->done_pull, &frame) < 0)
         return -1;
-    }
-    pk_completion *done = NULL;
-    if (zmq_msg_size(&m) == sizeof done)
-        memcpy(&done, zmq_msg_data(&m), sizeof done);
-    zmq_msg_close(&m);
+    pk_completion *done = frame;
     if (done) {
         double t0 = pk_now_ms();
         pk_server_on_completion(s, done);

@@ -3,9 +3,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include <zmq.h>
 
 #include "episode_store.h"
 #include "reply.h"
@@ -112,16 +109,9 @@ static void on_stored(pk_server *s, pk_store_job *job) {
 }
 
 int pk_server_take_stored(pk_server *s) {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, s->stored_pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&m);
+    void *job;
+    if (pk_transport_recv_pointer(s->stored_pull, &job) < 0)
         return -1;
-    }
-    pk_store_job *job = NULL;
-    if (zmq_msg_size(&m) == sizeof job)
-        memcpy(&job, zmq_msg_data(&m), sizeof job);
-    zmq_msg_close(&m);
     if (job)
         on_stored(s, job);
     return 0;
