@@ -1,5 +1,6 @@
-/* The server: one thread polls the ROUTER socket (requests) and the scheduler's completion
- * socket, so evaluation never blocks request handling. */
+/* The server's start-up and serving loop: one thread polls the ROUTER socket (requests, to
+ * dispatch.c), the evaluator's completion socket (to ops_step.c) and the store writer's
+ * (store_then_reply.c), so evaluation never blocks request handling. */
 #include "server.h"
 
 #include <errno.h>
