@@ -10,17 +10,19 @@
 set -euo pipefail
 B=$(cd "$1" && pwd); O=$(mkdir -p "$2" && cd "$2" && pwd); SECONDS_TOTAL=$3; JOBS=${4:-2}
 W=$(cd "$(dirname "$0")/../.." && pwd)
-INC=(-I"$W/env/include" -I"$W/env/src" -I"$W/common/include" -I"$W/rollout/include"
+INC=(-I"$W/env/include" -I"$W/env/src" -I"$W/protocol/include" -I"$W/common/include" -I"$W/rollout/include"
      -I"$W/problems/include" -I"$W/sandbox/include" -I"$W/reward/include"
      -I"$W/summarizer_hooks/include" -I"$W/archive/include" -isystem /usr/local/cuda/include)
 DEFS=(-DPK_VERSION='"0.1.0"' -DPK_FUZZ_PROBLEMS_DIR="\"$W/problems\""
       -DPK_FUZZ_MODULES_DIR="\"$B/problems/modules\"")
 SRCS=("$W/tests/env/fuzz/fuzz_server.c" "$W/tests/env/fuzz/fuzz_evaluator.c")
-for f in client_limits client_presence server transport episodes episode_options ops_info ops_episode ops_step \
-         observation gpu_list store_writer server_journal episode_restore msgpack_check request \
-         episode_examples archive_feed; do
-    SRCS+=("$W/env/src/$f.c")
+# The server loop's sources (env/CMakeLists.txt, PK_ENV_LOOP_SOURCES): every env source but the
+# command lines and the evaluator (fuzz_evaluator.c stands in); and the protocol's.
+for f in "$W"/env/src/*.c; do
+    case ${f##*/} in cli_*.c | main.c | version.c | evaluator.c) continue ;; esac
+    SRCS+=("$f")
 done
+SRCS+=("$W"/protocol/src/*.c)
 LIBS=("$B/rollout/libpk_remote.a" "$B/rollout/libpk_rollout.a" "$B/reward/libpk_reward.a"
       "$B/archive/libpk_archive.a"
       "$B/summarizer_hooks/libpk_summarizer.a" "$B/problems/libpk_problems.a"
@@ -52,5 +54,5 @@ nice -n 19 ./fuzz_env_server -seed=2729 -jobs="$JOBS" -workers="$JOBS" \
 grep -h "stat::number_of_executed_units" fuzz-*.log | awk '{s += $2} END {print "runs:", s}'
 LLVM_PROFILE_FILE="$O/cov.profraw" ./fuzz_env_server_cov -runs=0 corpus > cov-replay.log 2>&1
 llvm-profdata-14 merge -o cov.profdata cov.profraw
-llvm-cov-14 report ./fuzz_env_server_cov -instr-profile=cov.profdata "$W"/env/src/*.c > coverage.txt
+llvm-cov-14 report ./fuzz_env_server_cov -instr-profile=cov.profdata "$W"/env/src/*.c "$W"/protocol/src/*.c > coverage.txt
 ls art

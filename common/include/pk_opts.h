@@ -21,6 +21,9 @@ typedef enum pk_opt_type {
     PK_OPT_SIZE,     /* size_t *dest: a whole number in [lo, hi] (lo >= 0) */
     PK_OPT_SECONDS,  /* double *dest: a whole number in [lo, hi] */
     PK_OPT_POSITIVE, /* double *dest: a positive finite number, at most 1e12 */
+    PK_OPT_INT_LIST, /* int *dest: comma-separated whole numbers in [lo, hi], at most max, their
+                        number in *count; a repeat replaces the list; "none": the empty list
+                        (GPU lists: `serve --gpus`, `sandbox --gpus`) */
     PK_OPT_CUSTOM,   /* parse(cmd, name, value, dest): 0, or -1 after its own message */
 } pk_opt_type;
 
@@ -30,9 +33,9 @@ typedef struct pk_opt {
     const char *metavar; /* "ENDPOINT"; NULL for a flag */
     const char *help;    /* may hold '\n' for further lines, each indented alike */
     void *dest;
-    long lo, hi; /* PK_OPT_INT, LONG, SECONDS */
-    int *count;  /* PK_OPT_STR_LIST */
-    int max;     /* PK_OPT_STR_LIST */
+    long lo, hi; /* PK_OPT_INT, LONG, SECONDS, INT_LIST */
+    int *count;  /* PK_OPT_STR_LIST, INT_LIST */
+    int max;     /* PK_OPT_STR_LIST, INT_LIST */
     int (*parse)(const char *cmd, const char *name, const char *value, void *dest);
     const char *alias; /* a short form ("-G"), or NULL */
 } pk_opt;

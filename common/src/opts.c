@@ -24,6 +24,32 @@ static const pk_opt *find(const pk_opt *table, int n, const char *arg, const cha
     return NULL;
 }
 
+static int set_int_list(const char *cmd, const pk_opt *o, const char *v) {
+    *o->count = 0;
+    if (strcmp(v, "none") == 0)
+        return 0;
+    char *copy = strdup(v);
+    if (!copy) {
+        fprintf(stderr, "pkgym %s: out of memory\n", cmd);
+        return -1;
+    }
+    int rc = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && !rc;
+         tok = strtok_r(NULL, ",", &save)) {
+        long x;
+        if (*o->count >= o->max) {
+            fprintf(stderr, "pkgym %s: %s takes at most %d values\n", cmd, o->name, o->max);
+            rc = -1;
+        } else if (pk_arg_long(cmd, o->name, tok, o->lo, o->hi, &x)) {
+            rc = -1;
+        } else {
+            ((int *)o->dest)[(*o->count)++] = (int)x;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
 static int set_value(const char *cmd, const pk_opt *o, const char *v) {
     long x = 0;
     switch (o->type) {
@@ -56,6 +82,8 @@ static int set_value(const char *cmd, const pk_opt *o, const char *v) {
         return 0;
     case PK_OPT_POSITIVE:
         return pk_arg_positive(cmd, o->name, v, "number", (double *)o->dest);
+    case PK_OPT_INT_LIST:
+        return set_int_list(cmd, o, v);
     case PK_OPT_CUSTOM:
         return o->parse(cmd, o->name, v, o->dest);
     case PK_OPT_FLAG:

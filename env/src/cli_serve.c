@@ -16,25 +16,6 @@
 #include "pk_stop_signals.h"
 #include "server.h"
 
-static int parse_gpus(const char *cmd, const char *name, const char *v, void *dest) {
-    pk_server_opts *o = dest;
-    o->n_gpus = 0;
-    if (strcmp(v, "none") == 0)
-        return 0;
-    char *copy = strdup(v);
-    int rc = copy ? 0 : -1;
-    for (char *save = NULL, *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok && !rc;
-         tok = strtok_r(NULL, ",", &save)) {
-        long g;
-        if (o->n_gpus >= PK_SCHED_MAX_GPUS || pk_arg_long(cmd, name, tok, 0, 1023, &g))
-            rc = -1;
-        else
-            o->gpus[o->n_gpus++] = (int)g;
-    }
-    free(copy);
-    return rc;
-}
-
 #define N_OPTS 41
 
 /* The defaults that are known only at run time, for the help text. */
@@ -132,12 +113,15 @@ static void options(pk_server_opts *o, pk_opt t[N_OPTS]) {
          .dest = &o->queue_limit,
          .lo = 1,
          .hi = 1000000},
-        {.type = PK_OPT_CUSTOM,
+        {.type = PK_OPT_INT_LIST,
          .name = "--gpus",
          .metavar = "LIST",
          .help = "GPU indices, e.g. 0,1, or 'none' (default: all)",
-         .dest = o,
-         .parse = parse_gpus},
+         .dest = o->gpus,
+         .lo = 0,
+         .hi = 1023,
+         .count = &o->n_gpus,
+         .max = PK_SCHED_MAX_GPUS},
         {.type = PK_OPT_INT,
          .name = "--jobs-per-gpu",
          .metavar = "N",

@@ -11,7 +11,10 @@
 
 #include "episode_examples.h"
 #include "episode_options.h"
-#include "server.h"
+#include "episode_rules.h"
+#include "observation.h"
+#include "server_state.h"
+#include "store_then_reply.h"
 
 /* Unfinished episodes, most recently active first, with their last activity: all of them, so
  * that the journal keeps the `closed` rows of those a later restart could still consider. */
@@ -194,10 +197,7 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
 /* The last turn ended the episode but the crash came before its returns were stored: finish
  * it now (in memory and in the store). */
 static void finish_if_over(pk_server *s, pk_episode *e) {
-    const pk_turn *last = e->n_turns ? &e->turns[e->n_turns - 1] : NULL;
-    int over = last && (e->n_turns >= e->max_turns ||
-                        (e->stop_on_correct && last->status == PK_STATUS_CORRECT));
-    if (!over)
+    if (!pk_episode_ended(e, NULL, NULL))
         return;
     pk_episode_finish(e);
     pk_store_job *job = calloc(1, sizeof *job);

@@ -3,7 +3,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-#include "server.h"
+#include "gpu_list.h"
 
 typedef struct nvml_memory {
     unsigned long long total, free, used;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "episode_examples.h"
-#include "server.h"
+#include "observation.h"
 
 static json_t *messages_json(pk_summarizer *sum, const char *task, const pk_turn *turns,
                              int n_turns) {

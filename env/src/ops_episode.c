@@ -3,10 +3,15 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "call_lookup.h"
 #include "episode_examples.h"
 #include "episode_options.h"
+#include "episode_rules.h"
+#include "observation.h"
+#include "ops.h"
 #include "pk_client.h"
-#include "server.h"
+#include "problem_json.h"
+#include "store_then_reply.h"
 
 #define DEFAULT_MAX_TURNS 4
 #define MAX_GROUP_LEN 256
@@ -214,42 +219,6 @@ void pk_op_reset(pk_call *c) {
     pk_server_store_then_reply(s, job, &c->env, id_raw, id_len, body, e, NULL);
 }
 
-/* The episode id is its capability: a client that names an episode whose owner has left (a
- * reconnect has a new routing id; a restored episode's owner is nobody) becomes its owner, so
- * that it no longer expires as left behind (issue 27, finding 3). Within the caller's limit. */
-static void claim_if_left(pk_call *c, pk_episode *e) {
-    if (!pk_client_is_gone(e->owner))
-        return;
-    pk_client_entry *me = pk_client_get(&c->s->clients, c->client_id);
-    if (me && me != e->owner && me->episodes < c->s->opts.max_client_episodes &&
-        me->bytes + e->bytes <= c->s->opts.max_client_bytes)
-        pk_episode_set_owner(e, me);
-    else
-        pk_client_drop_if_unused(me);
-}
-
-/* Finds the open episode named by the required `episode` field, or replies with the error. */
-pk_episode *pk_call_episode(pk_call *c) {
-    char *id;
-    pk_error err;
-    if (pk_request_str(c->req, "episode", 1, 256, &id, &err)) {
-        pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
-        return NULL;
-    }
-    pk_episode *e = pk_episode_find(&c->s->episodes, id);
-    if (!e || e->closed)
-        pk_call_error(c, PK_E_UNKNOWN_EPISODE,
-                      "no open episode '%s' (never opened, closed, or expired after "
-                      "limits.episode_idle_s, or limits.episode_orphan_s after its client left; "
-                      "`trajectory` still reads those from the store)",
-                      id);
-    free(id);
-    if (!e || e->closed)
-        return NULL;
-    claim_if_left(c, e);
-    return e;
-}
-
 /* Its trajectory stays readable (`trajectory` reads the store). A close after the last step
  * reply is safe: step replies only after its turn is committed. A close before that (a step
  * in flight, or a turn still queued in the store writer) keeps the episode in memory until
@@ -266,15 +235,6 @@ void pk_op_close(pk_call *c) {
     pk_server_store_backlog(c->s, e); /* a last try for turns a full disk left out */
     pk_server_release_if_closed(c->s, e);
     pk_call_ok(c, body);
-}
-
-json_t *pk_returns_json(const pk_episode *e) {
-    if (!e->done || !e->returns)
-        return json_null();
-    json_t *a = json_array();
-    for (int i = 0; a && i < e->n_turns; i++)
-        json_array_append_new(a, json_real(e->returns[i]));
-    return a;
 }
 
 /* One turn of the reply: the same fields for a turn in memory and one read from the store.

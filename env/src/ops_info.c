@@ -2,25 +2,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call_lookup.h"
+#include "observation.h"
+#include "ops.h"
 #include "pk_client.h"
-#include "server.h"
+#include "problem_json.h"
 
-json_t *pk_problem_summary_json(const pk_problem *p) {
-    json_t *tags = json_array();
-    for (size_t i = 0; tags && i < pk_problem_tag_count(p); i++)
-        json_array_append_new(tags, json_string(pk_problem_tag(p, i)));
-    int sizes[16];
-    int n = pk_problem_world_sizes(p, sizes, 16);
-    json_t *world_sizes = json_array();
-    for (int i = 0; world_sizes && i < n && i < 16; i++)
-        json_array_append_new(world_sizes, json_integer(sizes[i]));
-    return json_pack("{s:s, s:s, s:s, s:i, s:o, s:b, s:o}", "id", pk_problem_id(p), "title",
-                     pk_problem_title(p), "category", pk_problem_category(p), "world_size",
-                     pk_problem_world_size(p), "world_sizes", world_sizes, "needs_gpu",
-                     pk_problem_needs_gpu(p), "tags", tags);
-}
-
-json_t *pk_limits_json(const pk_server *s) {
+static json_t *limits_json(const pk_server *s) {
     json_t *l = json_pack(
         "{s:I, s:I, s:I, s:i, s:f, s:i, s:i, s:i, s:i}", "max_action_bytes",
         (json_int_t)s->opts.max_action_bytes, "max_summary_bytes", (json_int_t)PK_MAX_SUMMARY_BYTES,
@@ -45,7 +33,7 @@ void pk_op_hello(pk_call *c) {
                json_pack("{s:{s:s, s:s}, s:i, s:O, s:i, s:I, s:o}", "server", "name", "pkgym",
                          "version", PK_VERSION, "protocol", 1, "gpus", s->gpus, "gpu_slots",
                          s->sched_gpus, "problems", (json_int_t)pk_problem_set_count(s->problems),
-                         "limits", pk_limits_json(s)));
+                         "limits", limits_json(s)));
 }
 
 /* Reads the optional `tags` filter: an array of strings. */
@@ -88,30 +76,6 @@ void pk_op_list_problems(pk_call *c) {
     }
     json_decref(tags);
     pk_call_ok(c, json_pack("{s:o}", "problems", list));
-}
-
-/* Finds the problem named by the required `problem` field, or replies with the error. */
-const pk_problem *pk_call_problem(pk_call *c) {
-    char *id;
-    pk_error err;
-    if (pk_request_str(c->req, "problem", 1, 256, &id, &err)) {
-        pk_call_error(c, PK_E_BAD_REQUEST, "%s", err.message);
-        return NULL;
-    }
-    const pk_problem *p = pk_problem_set_find(c->s->problems, id);
-    if (!p)
-        pk_call_error(c, PK_E_UNKNOWN_PROBLEM, "no problem '%s' (see list_problems)", id);
-    free(id);
-    return p;
-}
-
-json_t *pk_problem_detail_json(const pk_problem *p) {
-    json_t *d = pk_problem_summary_json(p);
-    json_t *meta = json_loads(pk_problem_meta_json(p), 0, NULL);
-    json_object_set_new(d, "suite", json_string(pk_problem_suite(p)));
-    json_object_set_new(d, "needs_gpu", json_boolean(pk_problem_needs_gpu(p)));
-    json_object_set_new(d, "meta", meta ? meta : json_null());
-    return d;
 }
 
 void pk_op_get_problem(pk_call *c) {

@@ -5,10 +5,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "call_lookup.h"
+#include "episode_rules.h"
+#include "episode_store.h"
+#include "observation.h"
+#include "ops.h"
 #include "pk_splitmix.h"
 #include "archive_feed.h"
 #include "episode_examples.h"
-#include "server.h"
+#include "store_then_reply.h"
 
 static void free_pending(pk_pending_step *p) {
     if (!p)
@@ -126,46 +131,6 @@ static int record_turn(pk_server *s, pk_episode *e, pk_pending_step *p, const pk
     return rc;
 }
 
-pk_store_job *pk_episode_store_job(const pk_episode *e) {
-    int from = e->n_stored, n = e->n_turns - e->n_stored;
-    pk_store_job *j = calloc(1, sizeof *j);
-    if (!j || n < 1 || !(j->episode_id = strdup(e->id)) ||
-        !(j->turns = calloc((size_t)n, sizeof *j->turns))) {
-        pk_store_job_free(j);
-        return NULL;
-    }
-    int missing = 0;
-    for (int i = 0; i < n && !missing; i++) {
-        missing = pk_turn_copy(&j->turns[i], &e->turns[from + i]);
-        j->n_turns = i + 1; /* what was copied is freed with the job */
-    }
-    if (!missing && e->done && e->returns) {
-        j->returns = malloc((size_t)e->n_turns * sizeof *j->returns);
-        missing = !j->returns;
-        if (j->returns) {
-            memcpy(j->returns, e->returns, (size_t)e->n_turns * sizeof *j->returns);
-            j->n_returns = e->n_turns;
-        }
-    }
-    if (missing) {
-        pk_store_job_free(j);
-        return NULL;
-    }
-    return j;
-}
-
-void pk_episode_finish(pk_episode *e) {
-    e->done = 1;
-    e->returns = calloc((size_t)e->n_turns, sizeof *e->returns);
-    if (!e->returns) {
-        fprintf(stderr, "pkgym serve: episode %s: out of memory for returns\n", e->id);
-        return;
-    }
-    for (int i = 0; i < e->n_turns; i++)
-        e->returns[i] = e->turns[i].score;
-    pk_reward_returns(&e->reward, e->returns, e->n_turns, e->returns);
-}
-
 /* The harness copies compiler and candidate output into the result: make every text valid
  * UTF-8 before it reaches JSON, msgpack, feedback or the store. */
 static void sanitize_result(pk_eval_result *r) {
@@ -198,9 +163,8 @@ static void unrecord_turn(pk_episode *e) {
 static json_t *turn_reply(pk_episode *e, const pk_eval_result *r, const pk_reward_parts *parts,
                           pk_store_job **job, const char **why) {
     const pk_turn *t = &e->turns[e->n_turns - 1];
-    int terminated = e->stop_on_correct && t->status == PK_STATUS_CORRECT;
-    int truncated = !terminated && e->n_turns >= e->max_turns;
-    if (terminated || truncated)
+    int terminated, truncated;
+    if (pk_episode_ended(e, &terminated, &truncated))
         pk_episode_finish(e);
     *job = pk_episode_store_job(e);
     char *prompt = *job ? pk_episode_next_prompt(e) : NULL;

@@ -1,304 +1,35 @@
-/* The server: one thread polls the ROUTER socket (requests) and the scheduler's completion
- * socket, so evaluation never blocks request handling. */
+/* The server's start-up and serving loop: one thread polls the ROUTER socket (requests, to
+ * dispatch.c), the evaluator's completion socket (to ops_step.c) and the store writer's
+ * (store_then_reply.c), so evaluation never blocks request handling. */
 #include "server.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <zmq.h>
 
-#include "pk_client.h"
-#include "pk_env.h"
-#include "pk_summarizer.h"
+#include "dispatch.h"
 #include "episode_restore.h"
+#include "gpu_list.h"
+#include "ops.h"
+#include "reply.h"
+#include "server_settings.h"
+#include "server_sockets.h"
+#include "store_then_reply.h"
 
 #define BATCH 256          /* requests handled per poll round */
 #define COMPLETION_BATCH 2 /* completions handled per poll round */
 #define EXPIRY_PERIOD_MS 1000.0
 #define PK_STORE_READ_BUSY_MS 200 /* the most a `trajectory` read waits on another's lock */
 
-void pk_server_opts_default(pk_server_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->problems_dir = pk_problems_default_dir();
-    o->modules_dir = pk_problems_default_modules_dir();
-    o->templates_dir = NULL; /* the summarizer's default (installed, or the source tree's) */
-    o->data_dir = PK_DEFAULT_DATA_DIR;
-    o->max_action_bytes = 1u << 20;
-    o->max_episodes = 4096;
-    o->episode_idle_s = 3600;
-    o->max_turns_limit = 64;
-    o->queue_limit = 1024;
-    o->n_gpus = -1;
-    o->shutdown_grace_ms = 10000;
-    o->baseline_max_cv = 0.1;
-    o->baseline_max_age_s = 86400;
-    o->max_client_episodes = 1024;
-    o->max_client_steps = 256;
-    o->episode_orphan_s = 300;
-    o->max_episode_bytes = (size_t)64 << 20;
-    o->max_client_bytes = (size_t)1 << 30;
-    o->max_held_bytes = (size_t)4 << 30;
-}
-
-json_t *pk_error_body(const char *code, const char *message) {
-    return json_pack("{s:b, s:{s:s, s:s}}", "ok", 0, "error", "code", code, "message", message);
-}
-
-static void send_encoded(pk_server *s, const pk_envelope *env, const msgpack_object *id,
-                         const char *id_raw, size_t id_len, json_t *body) {
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    if (!body)
-        body = pk_error_body(PK_E_INTERNAL, "out of memory building the reply");
-    if (!json_object_get(body, "ok"))
-        json_object_set_new(body, "ok", json_true());
-    int has_id = id || id_raw;
-    int bad = msgpack_pack_map(&pk, json_object_size(body) + (has_id ? 1 : 0));
-    if (!bad && has_id) {
-        bad = msgpack_pack_str(&pk, 2) || msgpack_pack_str_body(&pk, "id", 2);
-        if (!bad)
-            bad = id ? msgpack_pack_object(&pk, *id) : msgpack_sbuffer_write(&sb, id_raw, id_len);
-    }
-    const char *key;
-    json_t *val;
-    json_object_foreach(body, key, val) {
-        size_t n = strlen(key);
-        if (!bad)
-            bad = msgpack_pack_str(&pk, n) || msgpack_pack_str_body(&pk, key, n) ||
-                  pk_msgpack_pack_json(&pk, val);
-    }
-    if (!bad && pk_transport_send(s->router, env, sb.data, sb.size) != 0)
-        fprintf(stderr, "pkgym serve: send failed: %s\n", zmq_strerror(zmq_errno()));
-    if (bad)
-        fprintf(stderr, "pkgym serve: could not encode a reply\n");
-    msgpack_sbuffer_destroy(&sb);
-    json_decref(body);
-}
-
-void pk_server_reply(pk_server *s, const pk_envelope *env, const char *id_raw, size_t id_len,
-                     json_t *body) {
-    send_encoded(s, env, NULL, id_raw, id_len, body);
-}
-
-void pk_call_ok(pk_call *c, json_t *body) {
-    send_encoded(c->s, &c->env, c->req ? c->req->id : NULL, NULL, 0, body);
-}
-
-void pk_call_error(pk_call *c, const char *code, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (strcmp(code, PK_E_BAD_REQUEST) == 0)
-        c->s->n.bad_requests++;
-    pk_call_ok(c, pk_error_body(code, msg));
-}
-
-static const struct {
-    const char *name;
-    void (*run)(pk_call *c);
-} ops[] = {
-    {"hello", pk_op_hello},
-    {"list_problems", pk_op_list_problems},
-    {"get_problem", pk_op_get_problem},
-    {"reset", pk_op_reset},
-    {"step", pk_op_step},
-    {"close", pk_op_close},
-    {"trajectory", pk_op_trajectory},
-    {"stats", pk_op_stats},
-};
-
-/* Handles one request; returns -1 when the socket has nothing more to read. */
-static int serve_one(pk_server *s) {
-    pk_call call = {.s = s};
-    zmq_msg_t body;
-    zmq_msg_init(&body);
-    int r = pk_transport_recv(s->router, &call.env, &body);
-    if (r < 0) {
-        zmq_msg_close(&body);
-        return -1;
-    }
-    s->n.requests++;
-    pk_client_identity(&body, &call.env, call.client_id);
-    if (r == 0) { /* the sender is here: attach it to its connection */
-        pk_presence_update(s->presence, pk_now_ms());
-        pk_client_entry *sender = pk_client_get(&s->clients, call.client_id);
-        pk_presence_seen(s->presence, sender, &body, pk_now_ms());
-        pk_client_drop_if_unused(sender);
-    }
-    if (r == 1) {
-        if (call.env.n > 0)
-            pk_call_error(&call, PK_E_BAD_REQUEST,
-                          "expected the envelope and then one frame holding a msgpack map");
-        zmq_msg_close(&body);
-        return 0;
-    }
-    pk_request req;
-    pk_error err;
-    pk_error_clear(&err);
-    int rc = pk_request_decode(&req, zmq_msg_data(&body), zmq_msg_size(&body), s->max_request_bytes,
-                               &err);
-    call.req = &req;
-    if (rc) {
-        pk_call_error(&call, PK_E_BAD_REQUEST, "%s", err.message);
-    } else {
-        size_t i;
-        for (i = 0; i < sizeof ops / sizeof *ops; i++)
-            if (strcmp(ops[i].name, req.op) == 0)
-                break;
-        if (i < sizeof ops / sizeof *ops)
-            ops[i].run(&call);
-        else
-            pk_call_error(&call, PK_E_UNKNOWN_OP, "unknown op '%s'", req.op);
-    }
-    pk_request_free(&req);
-    zmq_msg_close(&body);
-    return 0;
-}
-
-pk_client_entry *pk_call_client(pk_call *c) {
-    pk_client_entry *e = pk_client_get(&c->s->clients, c->client_id);
-    if (!e)
-        pk_call_error(c, PK_E_INTERNAL, "out of memory");
-    return e;
-}
-
-/* A reply waiting for its store commit. */
-typedef struct deferred_reply {
-    pk_envelope env;
-    char *id_raw;
-    size_t id_len;
-    json_t *body;
-    pk_episode *new_episode;
-    pk_episode *turn_episode; /* kept in memory until the job is committed */
-    int no_reply;
-} deferred_reply;
-
-void pk_server_release_if_closed(pk_server *s, pk_episode *e) {
-    if (e && e->closed && !e->in_flight && e->store_pending == 0) {
-        pk_episode_remove(&s->episodes, e);
-        pk_episode_free(e);
-    }
-}
-
-void pk_server_store_then_reply(pk_server *s, pk_store_job *job, const pk_envelope *env,
-                                char *id_raw, size_t id_len, json_t *body, pk_episode *new_episode,
-                                pk_episode *turn_episode) {
-    deferred_reply *d = calloc(1, sizeof *d);
-    if (!d) {
-        pk_server_reply(s, env, id_raw, id_len, pk_error_body(PK_E_INTERNAL, "out of memory"));
-        free(id_raw);
-        json_decref(body);
-        pk_episode_free(new_episode);
-        pk_server_release_if_closed(s, turn_episode);
-        pk_store_job_free(job);
-        return;
-    }
-    *d = (deferred_reply){.id_raw = id_raw,
-                          .id_len = id_len,
-                          .body = body,
-                          .new_episode = new_episode,
-                          .turn_episode = turn_episode,
-                          .no_reply = env == NULL};
-    if (env)
-        d->env = *env;
-    if (new_episode)
-        s->resets_pending++;
-    if (turn_episode)
-        turn_episode->store_pending++;
-    job->user = d;
-    pk_store_writer_submit(s->writer, job);
-}
-
-static void on_stored(pk_server *s, pk_store_job *job) {
-    deferred_reply *d = job->user;
-    if (job->rc) {
-        s->n.store_errors++;
-        fprintf(stderr, "pkgym serve: trajectory store: %s\n", job->err.message);
-    }
-    json_t *body = d->body;
-    if (d->new_episode) {
-        s->resets_pending--;
-        if (job->rc) {
-            char msg[600];
-            snprintf(msg, sizeof msg, "trajectory store: %s", job->err.message);
-            json_decref(body);
-            body = pk_error_body(PK_E_INTERNAL, msg);
-            pk_episode_free(d->new_episode);
-        } else {
-            d->new_episode->last_active_ms = pk_now_ms();
-            pk_episode_recharge(d->new_episode);
-            pk_episode_insert(&s->episodes, d->new_episode);
-            s->n.episodes_started++;
-        }
-    }
-    if (job->turns_stored && d->turn_episode) {
-        pk_episode *e = d->turn_episode;
-        int last = job->turns[job->n_turns - 1].turn;
-        if (last > e->n_stored)
-            e->n_stored = last;
-        /* The store has them now: keep only what the next prompt needs (finding 4). */
-        pk_episode_trim_stored(e);
-        pk_episode_recharge(e);
-    }
-    json_t *info = json_object_get(body, "info");
-    if (job->rc && !d->new_episode && json_is_object(info)) {
-        /* The turn happened and is in memory: say that it is not in the store, and how far the
-         * store has the episode (issue 27, finding 5); its next store job sends the unstored
-         * turns again, so the store never has a gap. */
-        json_object_set_new(info, "store_error", json_string(job->err.message));
-        if (d->turn_episode)
-            json_object_set_new(info, "stored_turns", json_integer(d->turn_episode->n_stored));
-    }
-    if (d->no_reply)
-        json_decref(body);
-    else
-        pk_server_reply(s, &d->env, d->id_raw, d->id_len, body);
-    if (d->turn_episode) {
-        /* From here on the store has the turn: a closed episode may leave memory. */
-        d->turn_episode->store_pending--;
-        pk_server_release_if_closed(s, d->turn_episode);
-    }
-    free(d->id_raw);
-    free(d);
-    pk_store_job_free(job);
-}
-
-/* Returns -1 when no stored job is waiting. */
-static int take_stored(pk_server *s) {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, s->stored_pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&m);
-        return -1;
-    }
-    pk_store_job *job = NULL;
-    if (zmq_msg_size(&m) == sizeof job)
-        memcpy(&job, zmq_msg_data(&m), sizeof job);
-    zmq_msg_close(&m);
-    if (job)
-        on_stored(s, job);
-    return 0;
-}
-
 /* Returns -1 when no completion is waiting. */
 static int take_completion(pk_server *s) {
-    zmq_msg_t m;
-    zmq_msg_init(&m);
-    if (zmq_msg_recv(&m, s->done_pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&m);
+    void *frame;
+    if (pk_transport_recv_pointer(s->done_pull, &frame) < 0)
         return -1;
-    }
-    pk_completion *done = NULL;
-    if (zmq_msg_size(&m) == sizeof done)
-        memcpy(&done, zmq_msg_data(&m), sizeof done);
-    zmq_msg_close(&m);
+    pk_completion *done = frame;
     if (done) {
         double t0 = pk_now_ms();
         pk_server_on_completion(s, done);
@@ -310,14 +41,6 @@ static int take_completion(pk_server *s) {
     } else
         fprintf(stderr, "pkgym serve: ignored a malformed completion frame\n");
     return 0;
-}
-
-void pk_server_store_backlog(pk_server *s, pk_episode *e) {
-    if (e->n_stored >= e->n_turns || e->store_pending > 0 || !s->writer)
-        return;
-    pk_store_job *job = pk_episode_store_job(e);
-    if (job)
-        pk_server_store_then_reply(s, job, NULL, NULL, 0, NULL, NULL, e);
 }
 
 /* Whether e has expired: idle for longer than --episode-idle-s, or its owner left (issue 27,
@@ -397,7 +120,7 @@ int pk_server_poll_once(pk_server *s, int timeout_ms) {
      * must not queue cheap requests like hello behind all of it. */
     for (int i = 0; i < BATCH && (items[0].revents & ZMQ_POLLIN); i++) {
         double t0 = pk_now_ms();
-        if (serve_one(s) < 0)
+        if (pk_dispatch_next(s) < 0)
             break;
         double dt = pk_now_ms() - t0;
         if (dt > s->n.request_ms_max)
@@ -407,7 +130,7 @@ int pk_server_poll_once(pk_server *s, int timeout_ms) {
         if (take_completion(s) < 0)
             break;
     for (int i = 0; i < BATCH && (items[2].revents & ZMQ_POLLIN); i++)
-        if (take_stored(s) < 0)
+        if (pk_server_take_stored(s) < 0)
             break;
     double now = pk_now_ms();
     if (now >= s->next_expiry_ms) {
@@ -432,182 +155,13 @@ int pk_server_run(pk_server *s) {
     /* Every turn is now queued for the store: commit them all, then send their replies. */
     pk_store_writer_stop(s->writer);
     s->writer = NULL;
-    while (take_stored(s) == 0)
+    while (pk_server_take_stored(s) == 0)
         ;
     return 0;
 }
 
-/* Every client endpoint through the one secure-bind function (pk_curve.h): CURVE on network
- * transports when configured, plain ones only on loopback unless --insecure. */
-static int bind_all(pk_server *s, pk_error *err) {
-    int tcp = 0;
-    /* The key pair may serve only the worker endpoints (no --curve-allow). */
-    const pk_curve_server *curve = s->opts.curve_allow ? s->curve : NULL;
-    for (int i = 0; i < s->opts.n_binds; i++) {
-        char resolved[256];
-        int rc = pk_socket_bind_secure(s->router, s->opts.binds[i], curve, PK_CURVE_DOMAIN_CLIENTS,
-                                       s->opts.insecure, resolved, sizeof resolved, err);
-        if (rc)
-            return rc;
-        int network = pk_endpoint_uses_curve(resolved);
-        tcp |= network;
-        fprintf(stderr, "pkgym serve: bound %s%s\n", resolved,
-                !network ? ""
-                : curve  ? " (CURVE)"
-                         : " (no CURVE)");
-    }
-    if (curve && !tcp)
-        fprintf(stderr, "pkgym serve: note: CURVE applies to network endpoints (tcp://, ws://, "
-                        "...); none is bound\n");
-    return PK_OK;
-}
-
-/* CURVE: the server's key pair and the ZAP handler, before any socket is bound. One key pair
- * serves the client and the worker endpoints; each has its own ZAP domain and allow directory,
- * so a client key never admits a worker, nor a worker key a client. */
-static int init_curve(pk_server *s, pk_error *err) {
-    const char *key = s->opts.curve_secret_key, *allow = s->opts.curve_allow,
-               *worker_allow = s->opts.worker_curve_allow;
-    if (!key && !allow && !worker_allow)
-        return PK_OK;
-    if (!key)
-        return pk_error_set(err, PK_ERR_INVALID,
-                            "%s needs --curve-secret-key FILE: the server's key pair (pkgym "
-                            "keygen), by which clients and workers authenticate the server",
-                            allow ? "--curve-allow DIR" : "--worker-curve-allow DIR");
-    if (!allow && !worker_allow)
-        return pk_error_set(err, PK_ERR_INVALID,
-                            "--curve-secret-key FILE needs --curve-allow DIR (the directory of "
-                            "authorized client keys), --worker-curve-allow DIR (authorized "
-                            "worker keys), or both");
-    if (worker_allow && s->opts.n_worker_binds == 0)
-        return pk_error_set(err, PK_ERR_INVALID,
-                            "--worker-curve-allow applies to --worker-bind endpoints, and none "
-                            "is given");
-    int rc = pk_curve_server_start(s->zctx, key, &s->curve, err);
-    if (rc == PK_OK && allow)
-        rc = pk_curve_server_allow(s->curve, PK_CURVE_DOMAIN_CLIENTS, allow, err);
-    if (rc == PK_OK && worker_allow)
-        rc = pk_curve_server_allow(s->curve, PK_BROKER_ZAP_DOMAIN, worker_allow, err);
-    if (rc == PK_OK)
-        fprintf(stderr,
-                "pkgym serve: CURVE server key %s; clients allowed from %s; workers "
-                "allowed from %s\n",
-                pk_curve_server_public_key(s->curve), allow ? allow : "(no CURVE for clients)",
-                worker_allow ? worker_allow : "(no CURVE for workers)");
-    return rc;
-}
-
-static int load_json_file(const char *path, json_t **out, pk_error *err) {
-    json_error_t je;
-    *out = json_load_file(path, 0, &je);
-    if (!*out)
-        return pk_error_set(err, PK_ERR_INVALID, "%s:%d: %s", path, je.line, je.text);
-    if (!json_is_object(*out)) {
-        json_decref(*out);
-        *out = NULL;
-        return pk_error_set(err, PK_ERR_INVALID, "%s: must hold a JSON object", path);
-    }
-    return PK_OK;
-}
-
-/* The operator's hooks: --hook NAME=SPEC and the feedback config's "hook_registry" (taken out
- * of the defaults: clients never see or set it). */
-static int init_hooks(pk_server *s, pk_error *err) {
-    s->hooks = pk_hook_registry_new();
-    if (!s->hooks)
-        return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < s->opts.n_hook_args; i++) {
-        int rc = pk_hook_registry_add_arg(s->hooks, s->opts.hook_args[i], err);
-        if (rc)
-            return rc;
-    }
-    json_t *reg = json_object_get(s->feedback_default, "hook_registry");
-    if (reg) {
-        char *text = json_dumps(reg, JSON_COMPACT | JSON_ENCODE_ANY);
-        int rc = text ? pk_hook_registry_add_json(s->hooks, text, err)
-                      : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-        free(text);
-        if (rc) {
-            char inner[sizeof err->message];
-            snprintf(inner, sizeof inner, "%s", err->message);
-            return pk_error_set(err, rc, "%s: %s", s->opts.feedback_config_path, inner);
-        }
-        json_object_del(s->feedback_default, "hook_registry");
-    }
-    for (size_t i = 0; i < pk_hook_registry_count(s->hooks); i++) {
-        const char *name = pk_hook_registry_name(s->hooks, i);
-        fprintf(stderr, "pkgym serve: hook %s = %s (runs in the sandbox)\n", name,
-                pk_hook_registry_spec(s->hooks, name));
-    }
-    return PK_OK;
-}
-
-static int init_settings(pk_server *s, pk_error *err) {
-    pk_reward_config_default(&s->reward_default);
-    if (s->opts.reward_config_path) {
-        char *text;
-        size_t len;
-        int rc = pk_read_file(s->opts.reward_config_path, &text, &len, err);
-        if (rc)
-            return rc;
-        rc = pk_reward_config_merge_json(&s->reward_default, text, err);
-        free(text);
-        if (rc)
-            return rc;
-    }
-    if (s->opts.feedback_config_path) {
-        int rc = load_json_file(s->opts.feedback_config_path, &s->feedback_default, err);
-        if (rc)
-            return rc;
-    } else {
-        s->feedback_default = json_object();
-    }
-    int rc = init_hooks(s, err);
-    if (rc)
-        return rc;
-    /* Fail at start, not at the first reset, when the feedback settings are wrong. */
-    char *fb = json_dumps(s->feedback_default, JSON_COMPACT);
-    pk_summarizer *probe = NULL;
-    rc = fb ? pk_summarizer_create_with_hooks(fb, s->hooks, s->opts.templates_dir, &probe, err)
-            : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    free(fb);
-    pk_summarizer_free(probe);
-    return rc;
-}
-
-static int init_sockets(pk_server *s, pk_error *err) {
-    s->zctx = zmq_ctx_new();
-    if (!s->zctx)
-        return pk_error_set(err, PK_ERR_SYSTEM, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
-    s->router = pk_router_socket_new(s->zctx);
-    s->done_pull = zmq_socket(s->zctx, ZMQ_PULL);
-    if (!s->router || !s->done_pull)
-        return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
-    /* Before any connection: every one is seen from its start. */
-    int prc = pk_presence_start(s->zctx, s->router, &s->presence, err);
-    if (prc)
-        return prc;
-    /* Frames far beyond the request limit are dropped by ZeroMQ before they are buffered;
-     * those up to 4x the limit still get a clear bad_request. */
-    int64_t maxmsg = (int64_t)s->max_request_bytes * 4;
-    int hwm = 100000, linger = 1000, unlimited = 0;
-    if (zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
-        zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof linger) ||
-        zmq_setsockopt(s->done_pull, ZMQ_RCVHWM, &unlimited, sizeof unlimited))
-        return pk_error_set(err, PK_ERR_SYSTEM, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
-    char done[96];
-    snprintf(done, sizeof done, "inproc://pkgym-done-%p", (void *)s);
-    if (zmq_bind(s->done_pull, done) != 0)
-        return pk_error_set(err, PK_ERR_SYSTEM, "bind %s: %s", done, zmq_strerror(zmq_errno()));
-    int rc = init_curve(s, err);
-    if (rc == PK_OK)
-        rc = bind_all(s, err);
-    if (rc)
-        return rc;
-
+/* The local scheduler or the broker (evaluator.h), completing on the done endpoint. */
+static int start_evaluator(pk_server *s, const char *done, pk_error *err) {
     pk_evaluator_opts eo;
     memset(&eo, 0, sizeof eo);
     eo.zmq_ctx = s->zctx;
@@ -635,8 +189,8 @@ static int init_sockets(pk_server *s, pk_error *err) {
     eo.baseline_max_age_s = s->opts.baseline_max_age_s;
     char *cache = pk_path_join(s->opts.data_dir, "cache");
     eo.cache_dir = cache;
-    rc = cache ? pk_evaluator_start(&s->ev, &eo, err)
-               : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
+    int rc = cache ? pk_evaluator_start(&s->ev, &eo, err)
+                   : pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     s->sched_gpus = s->ev.local_gpus;
     free(cache);
     return rc;
@@ -653,7 +207,7 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
     int rc = pk_problem_set_load(o->problems_dir, o->modules_dir, &s->problems, err);
     if (rc)
         return rc;
-    if ((rc = init_settings(s, err)))
+    if ((rc = pk_server_settings_load(s, err)))
         return rc;
     /* It holds trajectories and model-written objects: for the server's user only. */
     int tightened = 0;
@@ -668,7 +222,9 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
         fprintf(stderr, "pkgym serve: removed %d job director%s of exited servers\n", reaped,
                 reaped == 1 ? "y" : "ies");
     s->gpus = pk_gpu_list_json();
-    if ((rc = init_sockets(s, err)))
+    char done[96];
+    if ((rc = pk_server_open_sockets(s, done, sizeof done, err)) ||
+        (rc = start_evaluator(s, done, err)))
         return rc;
     char *db = pk_path_join(o->data_dir, "trajectories.sqlite");
     pk_store *store = NULL;

@@ -48,3 +48,17 @@ int pk_transport_send(void *router, const pk_envelope *env, const void *data, si
             return -1;
     return zmq_send(router, data, len, ZMQ_DONTWAIT) < 0 ? -1 : 0;
 }
+
+int pk_transport_recv_pointer(void *pull, void **out) {
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    *out = NULL;
+    if (zmq_msg_recv(&m, pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&m);
+        return -1;
+    }
+    if (zmq_msg_size(&m) == sizeof *out)
+        memcpy(out, zmq_msg_data(&m), sizeof *out);
+    zmq_msg_close(&m);
+    return 0;
+}

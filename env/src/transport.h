@@ -23,4 +23,9 @@ int pk_transport_recv(void *router, pk_envelope *env, zmq_msg_t *body);
 /* Sends without blocking; a reply to a peer that has gone is dropped (ROUTER semantics). */
 int pk_transport_send(void *router, const pk_envelope *env, const void *data, size_t len);
 
+/* Takes one pointer frame off an inproc PULL socket without waiting (the evaluator's
+ * completions, the store writer's committed jobs). Returns -1 when none is waiting; *out is
+ * NULL when the frame is not the size of a pointer. */
+int pk_transport_recv_pointer(void *pull, void **out);
+
 #endif

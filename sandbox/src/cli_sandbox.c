@@ -19,24 +19,6 @@ typedef struct sb_cli {
     long output_cap;
 } sb_cli;
 
-static int parse_gpus(const char *cmd, const char *name, const char *v, void *dest) {
-    sb_cli *c = dest;
-    char *copy = strdup(v), *save = NULL;
-    if (!copy)
-        return -1;
-    int rc = 0;
-    c->o.n_gpus = 0;
-    for (char *t = strtok_r(copy, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
-        long g;
-        if (c->o.n_gpus >= SB_CLI_MAX_LIST || pk_arg_long(cmd, name, t, 0, 255, &g))
-            rc = -1;
-        else
-            c->gpus[c->o.n_gpus++] = (int)g;
-    }
-    free(copy);
-    return rc;
-}
-
 static int parse_env(const char *cmd, const char *name, const char *v, void *dest) {
     sb_cli *c = dest;
     if (!strchr(v, '=') || v[0] == '=' || c->n_env >= SB_CLI_MAX_LIST) {
@@ -66,11 +48,11 @@ static void options(sb_cli *c, pk_opt t[N_OPTS]) {
          1 << 20, NULL, 0, NULL, NULL},
         {PK_OPT_LONG, "--output-cap", "BYTES", "bytes kept of stdout and of stderr (default 1 MiB)",
          &c->output_cap, 1, 1L << 30, NULL, 0, NULL, NULL},
-        {PK_OPT_CUSTOM, "--gpus", "LIST",
+        {PK_OPT_INT_LIST, "--gpus", "LIST",
          "GPU indices in PCI bus order (nvidia-smi's), comma-separated; each\n"
          "GPU's node /dev/nvidiaM is found through the driver (M: its minor)\n"
          "and CUDA_VISIBLE_DEVICES names exactly those GPUs inside",
-         c, 0, 0, NULL, 0, parse_gpus, NULL},
+         c->gpus, 0, 255, &c->o.n_gpus, SB_CLI_MAX_LIST, NULL, NULL},
         {PK_OPT_SECTION, NULL, NULL, "Files and environment:", NULL, 0, 0, NULL, 0, NULL, NULL},
         {PK_OPT_STR_LIST, "--ro", "PATH",
          "a read-only bind; repeatable (PKGYM_SANDBOX_RO adds\n"

@@ -193,12 +193,41 @@ static void help_is_generated_from_the_rows(void **state) {
                                 "                          red or blue\n"));
 }
 
+/* The GPU lists of `serve --gpus` and `sandbox --gpus`: a repeat replaces the list, "none" is
+ * empty, a value out of range or one too many is refused. */
+static void int_lists_parse(void **state) {
+    (void)state;
+    int gpus[3] = {0}, n = -1;
+    pk_opt t[] = {{.type = PK_OPT_INT_LIST,
+                   .name = "--gpus",
+                   .metavar = "LIST",
+                   .help = "GPU indices",
+                   .dest = gpus,
+                   .lo = 0,
+                   .hi = 7,
+                   .count = &n,
+                   .max = 3}};
+    char *list[] = {"test", "--gpus", "5", "--gpus=2,,0"};
+    assert_int_equal(pk_opts_parse("test", t, 1, 4, list, 1, 0, NULL), PK_OPTS_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(gpus[0], 2);
+    assert_int_equal(gpus[1], 0);
+    char *none[] = {"test", "--gpus", "none"};
+    assert_int_equal(pk_opts_parse("test", t, 1, 3, none, 1, 0, NULL), PK_OPTS_OK);
+    assert_int_equal(n, 0);
+    char *bad[][3] = {
+        {"test", "--gpus", "1,8"}, {"test", "--gpus", "0,1,2,3"}, {"test", "--gpus", "1,x"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(pk_opts_parse("test", t, 1, 3, bad[i], 1, 0, NULL), PK_OPTS_ERROR);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_kind_parses),
         cmocka_unit_test(bad_input_is_refused_and_leaves_values),
         cmocka_unit_test(help_and_positionals),
         cmocka_unit_test(help_is_generated_from_the_rows),
+        cmocka_unit_test(int_lists_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

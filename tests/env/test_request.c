@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "pk_client.h"
-#include "pk_env_protocol.h"
+#include "pk_protocol.h"
 #include "pk_common.h"
 
 typedef struct packed {

@@ -5,7 +5,7 @@
 #include "pk_client.h"
 #include "pk_mp.h"
 #include "pk_wire.h"
-#include "pk_env_protocol.h" /* pk_msgpack_check: the frame pre-check the server uses */
+#include "pk_protocol.h" /* pk_msgpack_check: the frame pre-check the server uses */
 
 static const char *const type_names[] = {"", "ready", "hb", "job", "result", "drain", "bye"};
 static const char *const code_names[] = {"ok", "harness_error", "missing_problem", "bad_job",

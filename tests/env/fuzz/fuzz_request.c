@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "pk_client.h"
-#include "pk_env_protocol.h"
+#include "pk_protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

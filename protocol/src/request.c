@@ -1,5 +1,5 @@
 /* Protocol v1 request decoding: one msgpack map with a string `op`, optional `id`. */
-#include "pk_env_protocol.h"
+#include "pk_protocol.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* A structural pre-check of one msgpack value, run before msgpack-c unpacks a request: every
  * declared length must fit in the frame (so a 5-byte map32 header cannot make the unpacker
  * allocate gigabytes) and containers must nest at most max_depth deep. */
-#include "pk_env_protocol.h"
+#include "pk_protocol.h"
 
 #include <string.h>
 

@@ -1,9 +1,10 @@
-/* pk_env_protocol: decoding of one protocol v1 request frame and typed access to its fields,
- * and the msgpack pre-check every frame gets (client requests, and the broker's worker frames
- * in pk_remote). Every failure is PK_ERR_INVALID with a message naming the field; the server
- * replies bad_request with it. */
-#ifndef PK_ENV_PROTOCOL_H
-#define PK_ENV_PROTOCOL_H
+/* pk_protocol: protocol v1 on the wire (docs/protocol.md), below env and rollout: decoding of
+ * one request frame and typed access to its fields, the msgpack pre-check every frame gets
+ * (client requests, and the broker's worker frames in pk_remote), and the error codes of
+ * replies. Every decoding failure is PK_ERR_INVALID with a message naming the field; the
+ * server replies bad_request with it. */
+#ifndef PK_PROTOCOL_H
+#define PK_PROTOCOL_H
 
 #include <stddef.h>
 
@@ -20,6 +21,17 @@ typedef struct pk_request {
     const msgpack_object *id; /* NULL when absent */
     char op[32];
 } pk_request;
+
+/* Error codes of replies (docs/protocol.md, "Requests and replies"). */
+#define PK_E_BAD_REQUEST "bad_request"
+#define PK_E_UNKNOWN_OP "unknown_op"
+#define PK_E_UNKNOWN_PROBLEM "unknown_problem"
+#define PK_E_UNKNOWN_EPISODE "unknown_episode"
+#define PK_E_EPISODE_DONE "episode_done"
+#define PK_E_BUSY "busy"
+#define PK_E_OVERLOADED "overloaded"
+#define PK_E_INTERNAL "internal"
+#define PK_E_INFRA "infra_error"
 
 /* Checks the structure of one msgpack value in data (see msgpack_check.c). */
 int pk_msgpack_check(const void *data, size_t len, int max_depth, pk_error *err);
