@@ -2,7 +2,7 @@
 #ifndef PK_ENV_ARCHIVE_FEED_H
 #define PK_ENV_ARCHIVE_FEED_H
 
-#include "server.h"
+#include "server_state.h"
 
 /* Archives e's newest turn when it is correct (r: its evaluation). */
 void pk_server_archive_turn(pk_server *s, const pk_episode *e, const pk_eval_result *r);
