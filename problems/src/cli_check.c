@@ -2,50 +2,205 @@
  * submission locally and prints the feedback and the result. */
 #include "pk_cli_load.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: pkgym check --problem ID FILE [--json] [--gpus LIST] [--trials N]\n"
-            "                   [--world-size N] [--launcher fork|mpi] [--seed N]\n"
-            "                   [--skip-timing] [--reference] [--keep] [--timeout-ms MS]\n"
-            "                   [--baseline-us US] [--no-warm] [--dump DIR] [--dims SPEC]\n"
-            "                   [--regime NAME] [--lock-dir DIR | --no-locks]\n\n"
-            "Compiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
-            "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
-            "the reference) and prints the verdict. --json prints the result as JSON.\n"
-            "--reference times the reference against itself (FILE is not needed).\n"
-            "--baseline-us uses a cached reference time instead of timing the reference.\n"
-            "The run sandbox is started during the compile (ranks set up devices and\n"
-            "communicators, then wait for the compiled object); --no-warm starts it after.\n"
-            "--dump DIR writes every trial's inputs and reference outputs, per rank, as raw\n"
-            "little-endian arrays with DIR/manifest.json (for bench/pkb-crosscheck).\n"
-            "--dims overrides dims: NAME=VALUE,... or a preset of the problem's meta.json\n"
-            "\"dims_presets\" (e.g. pkb: ParallelKernelBench's own base shape).\n"
-            "--regime draws every input that allows it from one regime (iid: PKB's own inputs;\n"
-            "rank, row, heavy, peaked, cancel); by default each call's regime is secret.\n"
-            "Timing holds the job's GPUs exclusively against every other job of the machine\n"
-            "(per-GPU locks in --lock-dir, default $PKGYM_LOCK_DIR or /tmp/pkgym-locks-<uid>;\n"
-            "trials hold them shared); --no-locks takes none. A host problem takes the locks\n"
-            "of the --gpus it is given (none by default).\n"
-            "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
-            "failed, 2 on bad usage.\n");
+#include "pk_opts.h"
+
+/* --launcher: the problem's launchers are fork and mpi. */
+static int parse_launcher(const char *cmd, const char *name, const char *value, void *dest) {
+    if (strcmp(value, "fork") != 0 && strcmp(value, "mpi") != 0) {
+        fprintf(stderr, "pkgym %s: %s wants fork or mpi, got '%s'\n", cmd, name, value);
+        return -1;
+    }
+    *(const char **)dest = value;
+    return 0;
 }
 
-static int parse_gpus(const char *s, pk_eval_opts *o) {
-    o->n_gpus = 0;
-    while (*s && o->n_gpus < PK_EVAL_MAX_RANKS) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 0)
-            return -1;
-        o->gpus[o->n_gpus++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
+/* --seed: a whole number, 64 bits (0: drawn from getrandom). */
+static int parse_seed(const char *cmd, const char *name, const char *value, void *dest) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(value, &end, 0);
+    if (!*value || *end || errno || value[0] == '-') {
+        fprintf(stderr, "pkgym %s: %s wants a whole number (64 bits), got '%s'\n", cmd, name,
+                value);
+        return -1;
+    }
+    *(uint64_t *)dest = (uint64_t)v;
+    return 0;
+}
+
+/* --regime: one of the input regimes (docs/problems.md, "Input regimes"). */
+static int parse_regime(const char *cmd, const char *name, const char *value, void *dest) {
+    if (pk_regime_from_name(value) < 0) {
+        fprintf(stderr, "pkgym %s: %s wants iid, rank, row, heavy, peaked or cancel, got '%s'\n",
+                cmd, name, value);
+        return -1;
+    }
+    *(const char **)dest = value;
+    return 0;
+}
+
+typedef struct check_args {
+    const char *id, *dump;
+    int json;
+    pk_eval_opts o;
+} check_args;
+
+enum { N_OPTS = 18 };
+
+static void options_table(pk_opt *t, check_args *a) {
+    pk_eval_opts *o = &a->o;
+    const pk_opt rows[N_OPTS] = {
+        {.type = PK_OPT_STR,
+         .name = "--problem",
+         .metavar = "ID",
+         .help = "the problem (pkgym problems list); required",
+         .dest = &a->id},
+        {.type = PK_OPT_FLAG,
+         .name = "--json",
+         .help = "print the result as JSON",
+         .dest = &a->json},
+        {.type = PK_OPT_INT_LIST,
+         .name = "--gpus",
+         .metavar = "LIST",
+         .help = "the job's GPUs, one a rank (default 0..world-1)",
+         .dest = o->gpus,
+         .lo = 0,
+         .hi = 1023,
+         .count = &o->n_gpus,
+         .max = PK_EVAL_MAX_RANKS},
+        {.type = PK_OPT_INT,
+         .name = "--trials",
+         .metavar = "N",
+         .help = "correctness trials (default the problem's)",
+         .dest = &o->trials,
+         .lo = 1,
+         .hi = PK_EVAL_MAX_TRIALS},
+        {.type = PK_OPT_INT,
+         .name = "--world-size",
+         .metavar = "N",
+         .help = "ranks, one of the problem's world sizes (default its own)",
+         .dest = &o->world_size,
+         .lo = 1,
+         .hi = PK_EVAL_MAX_RANKS},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--launcher",
+         .metavar = "fork|mpi",
+         .help = "how ranks start (default the problem's)",
+         .dest = &o->launcher,
+         .parse = parse_launcher},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--seed",
+         .metavar = "N",
+         .help = "the step's secret seed (default drawn from getrandom)",
+         .dest = &o->seed,
+         .parse = parse_seed},
+        {.type = PK_OPT_FLAG,
+         .name = "--skip-timing",
+         .help = "correctness only",
+         .dest = &o->skip_timing},
+        {.type = PK_OPT_FLAG,
+         .name = "--reference",
+         .help = "time the reference against itself (FILE is not needed)",
+         .dest = &o->reference_as_candidate},
+        {.type = PK_OPT_FLAG,
+         .name = "--keep",
+         .help = "keep the job directory",
+         .dest = &o->keep_workdir},
+        {.type = PK_OPT_INT,
+         .name = "--timeout-ms",
+         .metavar = "MS",
+         .help = "the run's time limit (default 60000)",
+         .dest = &o->run_timeout_ms,
+         .lo = 100,
+         .hi = 3600000},
+        {.type = PK_OPT_POSITIVE,
+         .name = "--baseline-us",
+         .metavar = "US",
+         .help = "a cached reference time instead of timing the reference",
+         .dest = &o->baseline_us},
+        {.type = PK_OPT_FLAG,
+         .name = "--no-warm",
+         .help = "start the run sandbox after the compile, not during it",
+         .dest = &o->no_warm},
+        {.type = PK_OPT_STR,
+         .name = "--dump",
+         .metavar = "DIR",
+         .help = "write every trial's inputs and reference outputs, per rank, as\n"
+                 "raw little-endian arrays with DIR/manifest.json (bench/pkb-crosscheck)",
+         .dest = &a->dump},
+        {.type = PK_OPT_STR,
+         .name = "--dims",
+         .metavar = "SPEC",
+         .help = "override dims: NAME=VALUE,... or a preset of meta.json's\n"
+                 "\"dims_presets\" (pkb: ParallelKernelBench's own base shape)",
+         .dest = &o->dims},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--regime",
+         .metavar = "NAME",
+         .help = "draw every input that allows it from one regime (iid: PKB's own\n"
+                 "inputs; rank, row, heavy, peaked, cancel); default: each call's\n"
+                 "regime is secret",
+         .dest = &o->regime,
+         .parse = parse_regime},
+        {.type = PK_OPT_STR,
+         .name = "--lock-dir",
+         .metavar = "DIR",
+         .help = "the per-GPU timing locks (default $PKGYM_LOCK_DIR or\n"
+                 "/tmp/pkgym-locks-<uid>)",
+         .dest = &o->lock_dir},
+        {.type = PK_OPT_FLAG, .name = "--no-locks", .help = "take no locks", .dest = &o->no_locks},
+    };
+    memcpy(t, rows, sizeof rows);
+}
+
+static void usage(FILE *f, const pk_opt *t) {
+    pk_opts_synopsis(f, "usage: pkgym check", t, N_OPTS, "[FILE]");
+    fprintf(f,
+            "\nCompiles FILE (one CUDA C++ source defining the problem's entry point), checks its\n"
+            "symbols, runs every rank in the sandbox (correctness trials, then timing against\n"
+            "the reference) and prints the verdict. The run sandbox is started during the\n"
+            "compile (ranks set up devices and communicators, then wait for the compiled\n"
+            "object). Timing holds the job's GPUs exclusively against every other job of the\n"
+            "machine (per-GPU locks; trials hold them shared). A host problem takes the locks\n"
+            "of the --gpus it is given (none by default).\n"
+            "Exit status: 0 when a verdict was produced (whatever it is), 1 when the harness\n"
+            "failed, 2 on bad usage.\n\n");
+    pk_opts_help(f, t, N_OPTS);
+}
+
+/* Options and FILE in any order. Returns 0, 1 for --help, 2 on bad usage (said on stderr). */
+static int parse_args(int argc, char **argv, check_args *a, const char **file) {
+    pk_opt t[N_OPTS];
+    options_table(t, a);
+    for (int i = 1; i < argc;) {
+        int next = argc;
+        int rc = pk_opts_parse("check", t, N_OPTS, argc, argv, i, PK_OPTS_POSITIONAL, &next);
+        if (rc == PK_OPTS_HELP) {
+            usage(stdout, t);
+            return 1;
+        }
+        if (rc != PK_OPTS_OK)
+            return 2;
+        if (next >= argc)
+            break;
+        if (*file) {
+            fprintf(stderr, "pkgym check: one FILE only (got '%s' and '%s')\n", *file, argv[next]);
+            return 2;
+        }
+        *file = argv[next];
+        i = next + 1;
+    }
+    if (!a->id || (!*file && !a->o.reference_as_candidate)) {
+        fprintf(stderr, "pkgym check: %s (pkgym check --help)\n",
+                !a->id ? "--problem ID is required" : "FILE is required (or --reference)");
+        return 2;
     }
     return 0;
 }
@@ -89,70 +244,16 @@ static void print_feedback(const pk_eval_result *r) {
 }
 
 int pk_cmd_check(int argc, char **argv) {
-    const char *id = NULL, *file = NULL, *dump = NULL;
+    const char *file = NULL;
     char dump_abs[PATH_MAX];
-    int json = 0;
-    pk_eval_opts o;
-    pk_eval_opts_default(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--skip-timing")) {
-            o.skip_timing = 1;
-        } else if (!strcmp(a, "--reference")) {
-            o.reference_as_candidate = 1;
-        } else if (!strcmp(a, "--keep")) {
-            o.keep_workdir = 1;
-        } else if (!strcmp(a, "--no-warm")) {
-            o.no_warm = 1;
-        } else if (!strcmp(a, "--no-locks")) {
-            o.no_locks = 1;
-        } else if (!strcmp(a, "--lock-dir") && v) {
-            o.lock_dir = argv[++i];
-        } else if (!strcmp(a, "--problem") && v) {
-            id = argv[++i];
-        } else if (!strcmp(a, "--trials") && v) {
-            o.trials = atoi(argv[++i]);
-        } else if (!strcmp(a, "--baseline-us") && v) {
-            o.baseline_us = atof(argv[++i]);
-        } else if (!strcmp(a, "--timeout-ms") && v) {
-            o.run_timeout_ms = atoi(argv[++i]);
-        } else if (!strcmp(a, "--world-size") && v) {
-            o.world_size = atoi(argv[++i]);
-        } else if (!strcmp(a, "--seed") && v) {
-            o.seed = strtoull(argv[++i], NULL, 0);
-        } else if (!strcmp(a, "--dims") && v) {
-            o.dims = argv[++i];
-        } else if (!strcmp(a, "--regime") && v) {
-            o.regime = argv[++i];
-            if (pk_regime_from_name(o.regime) < 0) {
-                fprintf(stderr, "pkgym check: unknown regime %s\n", o.regime);
-                return 2;
-            }
-        } else if (!strcmp(a, "--dump") && v) {
-            dump = argv[++i];
-        } else if (!strcmp(a, "--launcher") && v) {
-            o.launcher = argv[++i];
-        } else if (!strcmp(a, "--gpus") && v) {
-            if (parse_gpus(argv[++i], &o)) {
-                usage(stderr);
-                return 2;
-            }
-        } else if (a[0] != '-' && !file) {
-            file = a;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!id || (!file && !o.reference_as_candidate)) {
-        usage(stderr);
-        return 2;
-    }
+    check_args a = {0};
+    pk_eval_opts_default(&a.o);
+    int prc = parse_args(argc, argv, &a, &file);
+    if (prc)
+        return prc == 1 ? 0 : 2;
+    pk_eval_opts o = a.o;
+    const char *id = a.id, *dump = a.dump;
+    int json = a.json;
     if (dump) {
         pk_error derr;
         if (pk_mkdir_p(dump, &derr) || !realpath(dump, dump_abs)) {
