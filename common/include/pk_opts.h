@@ -53,6 +53,12 @@ enum { PK_OPTS_OK = 0, PK_OPTS_HELP = 1, PK_OPTS_ERROR = -1 };
 int pk_opts_parse(const char *cmd, const pk_opt *table, int n, int argc, char **argv, int first,
                   int flags, int *next);
 
+/* Options and up to max_args other arguments, in any order ("--" makes the rest arguments):
+ * the arguments in args[0..*n_args). Returns as pk_opts_parse; more arguments than max_args is
+ * PK_OPTS_ERROR ("unexpected argument"). */
+int pk_opts_parse_args(const char *cmd, const pk_opt *table, int n, int argc, char **argv,
+                       int first, const char **args, int max_args, int *n_args);
+
 /* The synopsis: `head` then every option as "[--name METAVAR]" ("..." after a repeatable one:
  * PK_OPT_STR_LIST, or a PK_OPT_CUSTOM with max > 0), then `tail`, wrapped under `head`. */
 void pk_opts_synopsis(FILE *f, const char *head, const pk_opt *table, int n, const char *tail);

@@ -141,6 +141,27 @@ int pk_opts_parse(const char *cmd, const pk_opt *table, int n, int argc, char **
     return PK_OPTS_OK;
 }
 
+int pk_opts_parse_args(const char *cmd, const pk_opt *table, int n, int argc, char **argv,
+                       int first, const char **args, int max_args, int *n_args) {
+    *n_args = 0;
+    for (int i = first; i < argc;) {
+        int next = argc;
+        int rc = pk_opts_parse(cmd, table, n, argc, argv, i, PK_OPTS_POSITIONAL, &next);
+        if (rc != PK_OPTS_OK)
+            return rc;
+        /* "--" ends the options: whatever follows is an argument, even "-x". */
+        int rest = next > i && strcmp(argv[next - 1], "--") == 0;
+        for (i = next; i < argc && (rest || i == next); i++) {
+            if (*n_args >= max_args) {
+                fprintf(stderr, "pkgym %s: unexpected argument '%s' (see --help)\n", cmd, argv[i]);
+                return PK_OPTS_ERROR;
+            }
+            args[(*n_args)++] = argv[i];
+        }
+    }
+    return PK_OPTS_OK;
+}
+
 /* Prints text's lines, the first after `used` columns (on a line of its own when less than one
  * space would be left), the rest at the help column. */
 static void help_lines(FILE *f, const char *text, int used) {

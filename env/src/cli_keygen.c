@@ -4,8 +4,11 @@
 
 #include "pk_curve.h"
 #include "pk_env.h"
+#include "pk_opts.h"
 
-static void usage(FILE *f) {
+enum { N_OPTS = 1 };
+
+static void usage(FILE *f, const pk_opt *t) {
     fprintf(f, "usage: pkgym keygen [--force] BASE\n\n"
                "Writes a CURVE key pair: BASE.key (public and secret key, mode 0600) and\n"
                "BASE.pub (the public key), in ZeroMQ's certificate format.\n\n"
@@ -13,31 +16,28 @@ static void usage(FILE *f) {
                "  client:  give BASE.pub to the operator, who copies it into DIR; connect with\n"
                "           the server's .pub and your BASE.key (pkgym_client: curve_server_key=,\n"
                "           curve_client_key=; C and pkgym eval: PKGYM_CURVE_SERVER_KEY and\n"
-               "           PKGYM_CURVE_CLIENT_KEY)\n\n"
-               "  --force   replace existing files\n");
+               "           PKGYM_CURVE_CLIENT_KEY)\n\n");
+    pk_opts_help(f, t, N_OPTS);
 }
 
 int pk_cmd_keygen(int argc, char **argv) {
-    const char *base = NULL;
-    int force = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--force") == 0)
-            force = 1;
-        else if (argv[i][0] == '-' || base) {
-            fprintf(stderr, "pkgym keygen: unexpected argument %s\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else
-            base = argv[i];
+    const char *args[1];
+    int force = 0, n_args = 0;
+    const pk_opt t[N_OPTS] = {
+        {.type = PK_OPT_FLAG, .name = "--force", .help = "replace existing files", .dest = &force},
+    };
+    int prc = pk_opts_parse_args("keygen", t, N_OPTS, argc, argv, 1, args, 1, &n_args);
+    if (prc == PK_OPTS_HELP) {
+        usage(stdout, t);
+        return 0;
     }
-    if (!base) {
-        usage(stderr);
+    if (prc != PK_OPTS_OK)
+        return 2;
+    if (n_args == 0) {
+        fprintf(stderr, "pkgym keygen: BASE is required (see --help)\n");
         return 2;
     }
+    const char *base = args[0];
     pk_curve_keypair kp;
     pk_error err;
     int rc = pk_curve_keypair_new(&kp, &err);

@@ -179,24 +179,16 @@ static void usage(FILE *f, const pk_opt *t) {
 static int parse_args(int argc, char **argv, check_args *a, const char **file) {
     pk_opt t[N_OPTS];
     options_table(t, a);
-    for (int i = 1; i < argc;) {
-        int next = argc;
-        int rc = pk_opts_parse("check", t, N_OPTS, argc, argv, i, PK_OPTS_POSITIONAL, &next);
-        if (rc == PK_OPTS_HELP) {
-            usage(stdout, t);
-            return 1;
-        }
-        if (rc != PK_OPTS_OK)
-            return 2;
-        if (next >= argc)
-            break;
-        if (*file) {
-            fprintf(stderr, "pkgym check: one FILE only (got '%s' and '%s')\n", *file, argv[next]);
-            return 2;
-        }
-        *file = argv[next];
-        i = next + 1;
+    const char *args[1];
+    int n_args = 0;
+    int rc = pk_opts_parse_args("check", t, N_OPTS, argc, argv, 1, args, 1, &n_args);
+    if (rc == PK_OPTS_HELP) {
+        usage(stdout, t);
+        return 1;
     }
+    if (rc != PK_OPTS_OK)
+        return 2;
+    *file = n_args ? args[0] : NULL;
     if (!a->id || (!*file && !a->o.reference_as_candidate)) {
         fprintf(stderr, "pkgym check: %s (pkgym check --help)\n",
                 !a->id ? "--problem ID is required" : "FILE is required (or --reference)");

@@ -6,10 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
+#include "pk_opts.h"
+
+enum { N_OPTS = 2 };
+
+static void options_table(pk_opt *t, const char **tag, int *json) {
+    const pk_opt rows[N_OPTS] = {
+        {.type = PK_OPT_STR,
+         .name = "--tag",
+         .metavar = "T",
+         .help = "list only the problems with this tag",
+         .dest = tag},
+        {.type = PK_OPT_FLAG,
+         .name = "--json",
+         .help = "as JSON (the list, or the problem's meta.json)",
+         .dest = json},
+    };
+    memcpy(t, rows, sizeof rows);
+}
+
+static void usage(FILE *f, const pk_opt *t) {
     fprintf(f, "usage: pkgym problems [list] [--tag T] [--json]\n"
                "       pkgym problems show ID [--json]\n\n"
-               "Lists the problem suite, or shows one problem (its prompt, or its meta.json).\n");
+               "Lists the problem suite, or shows one problem (its prompt, or its meta.json).\n\n");
+    pk_opts_help(f, t, N_OPTS);
 }
 
 static void list(const pk_problem_set *set, const char *tag, int json) {
@@ -42,23 +62,23 @@ static void list(const pk_problem_set *set, const char *tag, int json) {
 }
 
 int pk_cmd_problems(int argc, char **argv) {
-    const char *tag = NULL, *show = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--tag") && i + 1 < argc) {
-            tag = argv[++i];
-        } else if (!strcmp(argv[i], "list")) {
-        } else if (!strcmp(argv[i], "show") && i + 1 < argc) {
-            show = argv[++i];
-        } else {
-            usage(stderr);
-            return 2;
-        }
+    const char *tag = NULL, *show = NULL, *args[2];
+    int json = 0, n_args = 0;
+    pk_opt t[N_OPTS];
+    options_table(t, &tag, &json);
+    int prc = pk_opts_parse_args("problems", t, N_OPTS, argc, argv, 1, args, 2, &n_args);
+    if (prc == PK_OPTS_HELP) {
+        usage(stdout, t);
+        return 0;
+    }
+    if (prc != PK_OPTS_OK)
+        return 2;
+    /* list (the default) or show ID */
+    if (n_args >= 1 && strcmp(args[0], "show") == 0 && n_args == 2) {
+        show = args[1];
+    } else if (n_args > 1 || (n_args == 1 && strcmp(args[0], "list") != 0)) {
+        fprintf(stderr, "pkgym problems: want list or show ID (see --help)\n");
+        return 2;
     }
     pk_problem_set *set;
     if (pk_cli_load_problems(&set))

@@ -172,6 +172,34 @@ static void help_and_positionals(void **state) {
     assert_int_equal(d.flag, 0);
 }
 
+/* Options and arguments in any order (pkgym check, problems, keygen): each argument is kept in
+ * order, "--" makes the rest arguments, and one too many is refused by name. */
+static void arguments_among_options(void **state) {
+    (void)state;
+    demo d = {0};
+    pk_opt t[ROWS];
+    table(&d, t);
+    const char *args[2];
+    int n = -1;
+    char *mixed[] = {"test", "a.cu", "--n", "3", "b.cu", "--flag"};
+    assert_int_equal(pk_opts_parse_args("test", t, ROWS, 6, mixed, 1, args, 2, &n), PK_OPTS_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(args[0], "a.cu");
+    assert_string_equal(args[1], "b.cu");
+    assert_int_equal(d.n, 3);
+    assert_int_equal(d.flag, 1);
+    char *dash[] = {"test", "--n", "5", "--", "--flag"};
+    d.flag = 0;
+    assert_int_equal(pk_opts_parse_args("test", t, ROWS, 5, dash, 1, args, 2, &n), PK_OPTS_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(args[0], "--flag");
+    assert_int_equal(d.flag, 0);
+    char *many[] = {"test", "a", "b", "c"};
+    assert_int_equal(pk_opts_parse_args("test", t, ROWS, 4, many, 1, args, 2, &n), PK_OPTS_ERROR);
+    char *help[] = {"test", "a", "--help"};
+    assert_int_equal(pk_opts_parse_args("test", t, ROWS, 3, help, 1, args, 2, &n), PK_OPTS_HELP);
+}
+
 static void help_is_generated_from_the_rows(void **state) {
     (void)state;
     demo d = {0};
@@ -226,6 +254,7 @@ int main(void) {
         cmocka_unit_test(every_kind_parses),
         cmocka_unit_test(bad_input_is_refused_and_leaves_values),
         cmocka_unit_test(help_and_positionals),
+        cmocka_unit_test(arguments_among_options),
         cmocka_unit_test(help_is_generated_from_the_rows),
         cmocka_unit_test(int_lists_parse),
     };
