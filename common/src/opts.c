@@ -127,7 +127,7 @@ int pk_opts_parse(const char *cmd, const pk_opt *table, int n, int argc, char **
         }
         if (!v) {
             if (i >= argc) {
-                fprintf(stderr, "pkgym %s: %s wants a value (%s)\n", cmd, o->name,
+                fprintf(stderr, "pkgym %s: %s needs a value (%s)\n", cmd, o->name,
                         o->metavar ? o->metavar : "see --help");
                 return PK_OPTS_ERROR;
             }

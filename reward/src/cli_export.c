@@ -11,22 +11,6 @@
 #include "pk_store.h"
 #include "store_reader.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: pkgym export --db FILE [--verified] [--all-turns] [--out FILE.jsonl]\n"
-               "                    [--problem ID] [--group G] [--episode ID] [--since T]\n\n"
-               "Writes one JSON object per line: a whole trajectory (episode, config, online\n"
-               "returns, every turn's prompt, action, summary, code, status, score, feedback and\n"
-               "evaluation result), or with --verified one line per verified kernel: task\n"
-               "(prompt), plan (summary), code, speedup and the turn's prompt and measurements,\n"
-               "one line per kernel hash and problem, best first per problem (--all-turns: one\n"
-               "per correct turn). Turns are numbered from 1.\n\n"
-               "  --db FILE          trajectory store (opened read-only)\n"
-               "  --verified         only correct turns, as (task, plan, code, speedup) records\n"
-               "  --all-turns        with --verified: every correct turn, duplicates kept\n"
-               "  --out FILE         write there instead of stdout\n" PK_CLI_FILTER_USAGE "\n"
-               "Schema of both line kinds: docs/rewards.md.\n");
-}
-
 typedef struct export_ctx {
     FILE *out;
     int verified, all_turns;
@@ -122,42 +106,66 @@ static int export_episode(const pk_store_episode *e, void *vctx, pk_error *err) 
     return PK_OK;
 }
 
+enum { N_OWN = 4, N_OPTS = N_OWN + PK_CLI_FILTER_ROWS };
+
+static void options_table(pk_opt *t, const char **db, const char **out, export_ctx *ctx,
+                          pk_store_filter *filter) {
+    const pk_opt rows[N_OWN] = {
+        {.type = PK_OPT_STR,
+         .name = "--db",
+         .metavar = "FILE",
+         .help = "trajectory store (opened read-only); required",
+         .dest = db},
+        {.type = PK_OPT_FLAG,
+         .name = "--verified",
+         .help = "only correct turns, as (task, plan, code, speedup) records",
+         .dest = &ctx->verified},
+        {.type = PK_OPT_FLAG,
+         .name = "--all-turns",
+         .help = "with --verified: every correct turn, duplicates kept",
+         .dest = &ctx->all_turns},
+        {.type = PK_OPT_STR,
+         .name = "--out",
+         .metavar = "FILE.jsonl",
+         .help = "write there instead of stdout",
+         .dest = out},
+    };
+    memcpy(t, rows, sizeof rows);
+    pk_cli_filter_rows(t + N_OWN, filter);
+}
+
+static void usage(FILE *f, const pk_opt *t) {
+    pk_opts_synopsis(f, "usage: pkgym export", t, N_OPTS, "");
+    fprintf(f, "\nWrites one JSON object per line: a whole trajectory (episode, config, online\n"
+               "returns, every turn's prompt, action, summary, code, status, score, feedback and\n"
+               "evaluation result), or with --verified one line per verified kernel: task\n"
+               "(prompt), plan (summary), code, speedup and the turn's prompt and measurements,\n"
+               "one line per kernel hash and problem, best first per problem (--all-turns: one\n"
+               "per correct turn). Turns are numbered from 1.\n\n");
+    pk_opts_help(f, t, N_OPTS);
+    fprintf(f, "\nSchema of both line kinds: docs/rewards.md.\n");
+}
+
 int pk_cmd_export(int argc, char **argv) {
     const char *db = NULL, *out_path = NULL;
     export_ctx ctx = {.out = stdout};
     pk_store_filter filter;
     memset(&filter, 0, sizeof filter);
-    for (int i = 1; i < argc; i++) {
-        int f = pk_cli_filter_option("pkgym export", argc, argv, &i, &filter);
-        if (f < 0)
-            return 2;
-        if (f > 0)
-            continue;
-        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(arg, "--verified") == 0) {
-            ctx.verified = 1;
-        } else if (strcmp(arg, "--all-turns") == 0) {
-            ctx.all_turns = 1;
-        } else if ((strcmp(arg, "--db") == 0 || strcmp(arg, "--out") == 0) && val) {
-            *(arg[2] == 'd' ? &db : &out_path) = val;
-            i++;
-        } else {
-            fprintf(stderr, "pkgym export: bad option '%s'\n", arg);
-            usage(stderr);
-            return 2;
-        }
+    pk_opt t[N_OPTS];
+    options_table(t, &db, &out_path, &ctx, &filter);
+    int prc = pk_opts_parse("export", t, N_OPTS, argc, argv, 1, 0, NULL);
+    if (prc == PK_OPTS_HELP) {
+        usage(stdout, t);
+        return 0;
     }
+    if (prc != PK_OPTS_OK)
+        return 2;
     if (ctx.all_turns && !ctx.verified) {
         fprintf(stderr, "pkgym export: --all-turns goes with --verified\n");
-        usage(stderr);
         return 2;
     }
     if (!db) {
-        fprintf(stderr, "pkgym export: --db FILE is required\n");
-        usage(stderr);
+        fprintf(stderr, "pkgym export: --db FILE is required (see --help)\n");
         return 2;
     }
     pk_error err = {0};

@@ -4,38 +4,48 @@
 #include <stdio.h>
 #include <string.h>
 
-static int add(const char *cmd, const char *opt, const char **list, int *n, const char *value) {
-    if (*n >= PK_STORE_FILTER_MAX) {
-        fprintf(stderr, "%s: at most %d %s\n", cmd, PK_STORE_FILTER_MAX, opt);
+static int parse_since(const char *cmd, const char *name, const char *value, void *dest) {
+    pk_error err;
+    if (pk_store_parse_since(value, pk_wall_time_s(), (double *)dest, &err)) {
+        fprintf(stderr, "pkgym %s: %s: %s\n", cmd, name, err.message);
         return -1;
     }
-    list[(*n)++] = value;
-    return 1;
+    return 0;
 }
 
-int pk_cli_filter_option(const char *cmd, int argc, char **argv, int *i, pk_store_filter *f) {
-    const char *opt = argv[*i];
-    int is_filter = !strcmp(opt, "--problem") || !strcmp(opt, "--group") ||
-                    !strcmp(opt, "--episode") || !strcmp(opt, "--since");
-    if (!is_filter)
-        return 0;
-    if (*i + 1 >= argc || !argv[*i + 1][0]) {
-        fprintf(stderr, "%s: %s needs a value\n", cmd, opt);
-        return -1;
-    }
-    const char *v = argv[++*i];
-    if (!strcmp(opt, "--problem"))
-        return add(cmd, opt, f->problems, &f->n_problems, v);
-    if (!strcmp(opt, "--group"))
-        return add(cmd, opt, f->groups, &f->n_groups, v);
-    if (!strcmp(opt, "--episode"))
-        return add(cmd, opt, f->episodes, &f->n_episodes, v);
-    pk_error err;
-    if (pk_store_parse_since(v, pk_wall_time_s(), &f->since, &err)) {
-        fprintf(stderr, "%s: %s\n", cmd, err.message);
-        return -1;
-    }
-    return 1;
+void pk_cli_filter_rows(pk_opt *rows, pk_store_filter *f) {
+    const pk_opt r[PK_CLI_FILTER_ROWS] = {
+        {.type = PK_OPT_SECTION, .help = "Which episodes (all of them by default):"},
+        {.type = PK_OPT_STR_LIST,
+         .name = "--problem",
+         .metavar = "ID",
+         .help = "only episodes of this problem; repeatable (any of them)",
+         .dest = f->problems,
+         .count = &f->n_problems,
+         .max = PK_STORE_FILTER_MAX},
+        {.type = PK_OPT_STR_LIST,
+         .name = "--group",
+         .metavar = "G",
+         .help = "only episodes of this group; repeatable",
+         .dest = f->groups,
+         .count = &f->n_groups,
+         .max = PK_STORE_FILTER_MAX},
+        {.type = PK_OPT_STR_LIST,
+         .name = "--episode",
+         .metavar = "ID",
+         .help = "only this episode; repeatable",
+         .dest = f->episodes,
+         .count = &f->n_episodes,
+         .max = PK_STORE_FILTER_MAX},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--since",
+         .metavar = "T",
+         .help = "only episodes begun at or after T: seconds since the epoch, a UTC\n"
+                 "date or time (2026-11-22, 2026-11-22T10:30Z) or an age (30m, 6h, 2d)",
+         .dest = &f->since,
+         .parse = parse_since},
+    };
+    memcpy(rows, r, sizeof r);
 }
 
 int pk_cli_filter_active(const pk_store_filter *f) {

@@ -2,18 +2,14 @@
 #ifndef PK_CLI_FILTER_H
 #define PK_CLI_FILTER_H
 
+#include "pk_opts.h"
 #include "store_reader.h"
 
-#define PK_CLI_FILTER_USAGE                                                                        \
-    "  --problem ID       only episodes of this problem; repeatable (any of them)\n"               \
-    "  --group G          only episodes of this group; repeatable\n"                               \
-    "  --episode ID       only this episode; repeatable\n"                                         \
-    "  --since T          only episodes begun at or after T: seconds since the epoch, a UTC\n"     \
-    "                     date or time (2026-11-22, 2026-11-22T10:30Z) or an age (30m, 6h, 2d)\n"
+/* --problem, --group, --episode, --since, under a heading: rows of a pk_opts table. */
+enum { PK_CLI_FILTER_ROWS = 5 };
 
-/* When argv[*i] is one of the filter options: consumes it and its value (advancing *i) and
- * returns 1; -1 when its value is missing or bad (printed, prefixed by cmd); 0 otherwise. */
-int pk_cli_filter_option(const char *cmd, int argc, char **argv, int *i, pk_store_filter *f);
+/* Fills rows[0..PK_CLI_FILTER_ROWS) with the filter options, writing into f. */
+void pk_cli_filter_rows(pk_opt *rows, pk_store_filter *f);
 /* 1 when f filters anything. */
 int pk_cli_filter_active(const pk_store_filter *f);
 

@@ -12,33 +12,6 @@
 #include "pk_reward.h"
 #include "pk_store.h"
 
-static void usage(FILE *f) {
-    fprintf(
-        f, "usage: pkgym reward --db FILE [--config FILE.json] [--normalize problem|group]\n"
-           "                    [--json] [--verify] [--eps E] [--tolerance T] [--k K] [--p P]\n"
-           "                    [--problem ID] [--group G] [--episode ID] [--since T]\n\n"
-           "Recomputes every stored trajectory's scores and returns, and its GRPO advantages\n"
-           "(R - mean) / (std + eps) over all turns of all trajectories of a problem or group.\n"
-           "Turns are numbered from 1, as in step replies, eval and export.\n\n"
-           "  --db FILE          trajectory store written by `pkgym serve` (opened read-only)\n"
-           "  --config FILE      reward config (JSON, merged over the defaults): the reward keys,\n"
-           "                     or {\"reward\": {...}} as in reset's options and info.settings;\n"
-           "                     without it each trajectory's stored config is used and the\n"
-           "                     results must match the online scores and returns (exit 1\n"
-           "                     otherwise)\n"
-           "  --normalize KEY    advantage normalization set: problem (default) or group; with\n"
-           "                     group, an episode without a group is a set of its own (never\n"
-           "                     merged with other ungrouped episodes), and a note says how many\n"
-           "  --json             print JSON instead of a table\n"
-           "  --verify           with --config too: exit 1 unless scores and returns match\n"
-           "  --eps E            advantage denominator epsilon (default 1e-4)\n"
-           "  --tolerance T      relative tolerance of the comparison (default 1e-9)\n"
-           "  --k K, --p P       metrics per problem: pass@K, best@K, avg@K (default 1) and\n"
-           "                     fast_P (default 1.0)\n" PK_CLI_FILTER_USAGE "\n"
-           "Exit status: 0 ok, 1 mismatch with the online values, 2 usage or store error.\n"
-           "Configuration keys and the store schema: docs/rewards.md.\n");
-}
-
 typedef struct reward_args {
     const char *db, *config;
     pk_ablation_opts opts;
@@ -48,10 +21,101 @@ typedef struct reward_args {
     double p;
 } reward_args;
 
-static int parse_double(const char *s, double *out) {
+/* --eps, --tolerance, --p: a number >= 0. */
+static int parse_nonneg(const char *cmd, const char *name, const char *value, void *dest) {
     char *end;
-    *out = strtod(s, &end);
-    return *s && !*end ? 0 : -1;
+    double v = strtod(value, &end);
+    if (!*value || *end || !(v >= 0) || v > 1e12) {
+        fprintf(stderr, "pkgym %s: %s takes a number >= 0, got '%s'\n", cmd, name, value);
+        return -1;
+    }
+    *(double *)dest = v;
+    return 0;
+}
+
+static int parse_normalize(const char *cmd, const char *name, const char *value, void *dest) {
+    if (strcmp(value, "problem") != 0 && strcmp(value, "group") != 0) {
+        fprintf(stderr, "pkgym %s: %s takes problem or group, got '%s'\n", cmd, name, value);
+        return -1;
+    }
+    *(pk_normalize *)dest = value[0] == 'g' ? PK_NORMALIZE_GROUP : PK_NORMALIZE_PROBLEM;
+    return 0;
+}
+
+enum { N_OWN = 10, N_OPTS = N_OWN + PK_CLI_FILTER_ROWS };
+
+static void options_table(pk_opt *t, reward_args *a) {
+    const pk_opt rows[N_OWN] = {
+        {.type = PK_OPT_STR,
+         .name = "--db",
+         .metavar = "FILE",
+         .help = "trajectory store written by `pkgym serve` (opened read-only); required",
+         .dest = &a->db},
+        {.type = PK_OPT_STR,
+         .name = "--config",
+         .metavar = "FILE.json",
+         .help = "reward config (JSON, merged over the defaults): the reward keys,\n"
+                 "or {\"reward\": {...}} as in reset's options and info.settings;\n"
+                 "without it each trajectory's stored config is used and the\n"
+                 "results must match the online scores and returns (exit 1\n"
+                 "otherwise)",
+         .dest = &a->config},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--normalize",
+         .metavar = "problem|group",
+         .help = "advantage normalization set: problem (default) or group; with\n"
+                 "group, an episode without a group is a set of its own (never\n"
+                 "merged with other ungrouped episodes), and a note says how many",
+         .dest = &a->opts.normalize,
+         .parse = parse_normalize},
+        {.type = PK_OPT_FLAG,
+         .name = "--json",
+         .help = "print JSON instead of a table",
+         .dest = &a->json},
+        {.type = PK_OPT_FLAG,
+         .name = "--verify",
+         .help = "with --config too: exit 1 unless scores and returns match",
+         .dest = &a->verify},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--eps",
+         .metavar = "E",
+         .help = "advantage denominator epsilon (default 1e-4)",
+         .dest = &a->opts.eps,
+         .parse = parse_nonneg},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--tolerance",
+         .metavar = "T",
+         .help = "relative tolerance of the comparison (default 1e-9)",
+         .dest = &a->opts.tolerance,
+         .parse = parse_nonneg},
+        {.type = PK_OPT_SECTION, .help = "Metrics per problem:"},
+        {.type = PK_OPT_INT,
+         .name = "--k",
+         .metavar = "K",
+         .help = "pass@K, best@K, avg@K (default 1)",
+         .dest = &a->k,
+         .lo = 1,
+         .hi = 1000000},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--p",
+         .metavar = "P",
+         .help = "fast_P: correct and at least P times the baseline (default 1.0)",
+         .dest = &a->p,
+         .parse = parse_nonneg},
+    };
+    memcpy(t, rows, sizeof rows);
+    pk_cli_filter_rows(t + N_OWN, &a->filter);
+}
+
+static void usage(FILE *f, const pk_opt *t) {
+    pk_opts_synopsis(f, "usage: pkgym reward", t, N_OPTS, "");
+    fprintf(f,
+            "\nRecomputes every stored trajectory's scores and returns, and its GRPO advantages\n"
+            "(R - mean) / (std + eps) over all turns of all trajectories of a problem or group.\n"
+            "Turns are numbered from 1, as in step replies, eval and export.\n\n");
+    pk_opts_help(f, t, N_OPTS);
+    fprintf(f, "\nExit status: 0 ok, 1 mismatch with the online values, 2 usage or store error.\n"
+               "Configuration keys and the store schema: docs/rewards.md.\n");
 }
 
 /* Returns -1 to continue, else the exit status. */
@@ -62,65 +126,17 @@ static int parse_args(int argc, char **argv, reward_args *a) {
     a->k = 1;
     a->p = 1.0;
     a->opts.filter = &a->filter;
-    for (int i = 1; i < argc; i++) {
-        int f = pk_cli_filter_option("pkgym reward", argc, argv, &i, &a->filter);
-        if (f < 0)
-            return 2;
-        if (f > 0)
-            continue;
-        const char *arg = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(arg, "--db") == 0 || strcmp(arg, "--config") == 0 ||
-                    strcmp(arg, "--normalize") == 0 || strcmp(arg, "--eps") == 0 ||
-                    strcmp(arg, "--tolerance") == 0 || strcmp(arg, "--k") == 0 ||
-                    strcmp(arg, "--p") == 0;
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (takes && !val) {
-            fprintf(stderr, "pkgym reward: %s needs a value\n", arg);
-            return 2;
-        } else if (strcmp(arg, "--db") == 0) {
-            a->db = val;
-        } else if (strcmp(arg, "--config") == 0) {
-            a->config = val;
-        } else if (strcmp(arg, "--normalize") == 0) {
-            if (strcmp(val, "problem") != 0 && strcmp(val, "group") != 0) {
-                fprintf(stderr, "pkgym reward: --normalize takes problem or group\n");
-                return 2;
-            }
-            a->opts.normalize = val[0] == 'g' ? PK_NORMALIZE_GROUP : PK_NORMALIZE_PROBLEM;
-        } else if (strcmp(arg, "--eps") == 0 || strcmp(arg, "--tolerance") == 0) {
-            double *dst = arg[2] == 'e' ? &a->opts.eps : &a->opts.tolerance;
-            if (parse_double(val, dst) || !(*dst >= 0)) {
-                fprintf(stderr, "pkgym reward: %s takes a number >= 0\n", arg);
-                return 2;
-            }
-        } else if (strcmp(arg, "--k") == 0) {
-            double k;
-            if (parse_double(val, &k) || k < 1 || k > 1e6 || k != (int)k) {
-                fprintf(stderr, "pkgym reward: --k takes an integer >= 1\n");
-                return 2;
-            }
-            a->k = (int)k;
-        } else if (strcmp(arg, "--p") == 0) {
-            if (parse_double(val, &a->p) || !(a->p >= 0)) {
-                fprintf(stderr, "pkgym reward: --p takes a number >= 0\n");
-                return 2;
-            }
-        } else if (strcmp(arg, "--json") == 0) {
-            a->json = 1;
-        } else if (strcmp(arg, "--verify") == 0) {
-            a->verify = 1;
-        } else {
-            fprintf(stderr, "pkgym reward: unknown option '%s'\n", arg);
-            usage(stderr);
-            return 2;
-        }
-        i += takes;
+    pk_opt t[N_OPTS];
+    options_table(t, a);
+    int rc = pk_opts_parse("reward", t, N_OPTS, argc, argv, 1, 0, NULL);
+    if (rc == PK_OPTS_HELP) {
+        usage(stdout, t);
+        return 0;
     }
+    if (rc != PK_OPTS_OK)
+        return 2;
     if (!a->db) {
-        fprintf(stderr, "pkgym reward: --db FILE is required\n");
-        usage(stderr);
+        fprintf(stderr, "pkgym reward: --db FILE is required (see --help)\n");
         return 2;
     }
     if (!a->config)
