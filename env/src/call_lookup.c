@@ -24,14 +24,16 @@ const pk_problem *pk_call_problem(pk_call *c) {
     return p;
 }
 
-/* The episode id is its capability: a client that names an episode whose owner has left (a
- * reconnect has a new routing id; a restored episode's owner is nobody) becomes its owner, so
- * that it no longer expires as left behind (issue 27, finding 3). Within the caller's limit. */
-static void claim_if_left(pk_call *c, pk_episode *e) {
-    if (!pk_client_is_gone(e->owner))
-        return;
+/* The episode id is its capability: the client that names an episode becomes its owner, so that
+ * it does not expire as left behind while the client using it is connected (issue 27, finding
+ * 3). A reconnect has a new routing id, and the old connection's close may reach the server
+ * only after the new one named the episode (a claim only from owners known to have left lost
+ * the episode then); a restored episode's owner is nobody. Within the caller's limits. */
+static void claim(pk_call *c, pk_episode *e) {
     pk_client_entry *me = pk_client_get(&c->s->clients, c->client_id);
-    if (me && me != e->owner && me->episodes < c->s->opts.max_client_episodes &&
+    if (!me || me == e->owner)
+        return;
+    if (me->episodes < c->s->opts.max_client_episodes &&
         me->bytes + e->bytes <= c->s->opts.max_client_bytes)
         pk_episode_set_owner(e, me);
     else
@@ -55,6 +57,6 @@ pk_episode *pk_call_episode(pk_call *c) {
     free(id);
     if (!e || e->closed)
         return NULL;
-    claim_if_left(c, e);
+    claim(c, e);
     return e;
 }
