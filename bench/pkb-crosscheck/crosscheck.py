@@ -56,9 +56,12 @@ def load(path, dtype_name, count, device):
 
 
 def load_adapter(problem):
-    path = os.path.join(HERE, "adapters", problem.replace("/", "_") + ".py")
+    adapters = os.path.join(HERE, "adapters")
+    path = os.path.join(adapters, problem.replace("/", "_") + ".py")
     if not os.path.exists(path):
         raise RuntimeError("no adapter for %s (expected %s)" % (problem, path))
+    if adapters not in sys.path:  # adapters import their shared helpers (adapters/_*.py)
+        sys.path.append(adapters)
     spec = importlib.util.spec_from_file_location("adapter", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -34,6 +34,9 @@ import tempfile
 import time
 
 SRC = os.environ["PK_SOURCE_DIR"]
+sys.path.insert(0, os.path.join(SRC, "tests", "env"))
+from checks import check, failures  # noqa: E402
+
 BUILD = os.environ["PK_BUILD_DIR"]
 PKGYM = os.environ["PKGYM"]
 PYTHON = os.environ.get("PK_PYTHON", "/usr/bin/python3")
@@ -41,14 +44,6 @@ TABLE = os.path.join(SRC, "tests", "docs", "doc_commands.json")
 DOCS = (["README.md"] + sorted(os.path.relpath(p, SRC) for p in glob.glob(f"{SRC}/docs/*.md")) +
         ["rollout/README.md", "rollout/python/README.md"])
 HAVE_GPU = os.path.exists("/dev/nvidia0")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-    return cond
 
 
 def fenced_blocks(text):

@@ -2,6 +2,7 @@
 SIGTERM, checking that it exits 0. With curve=True it serves loopback TCP with CURVE instead
 (keys made by `pkgym keygen`; this client's key is authorized). Uses Debian's python3
 (python3-zmq, python3-msgpack)."""
+import contextlib
 import os
 import re
 import shutil
@@ -124,6 +125,25 @@ class Server:
 
     def cleanup(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running(srv, log_tail=None):
+    """`with running(Server(...)) as srv:` runs the body against srv. If the body raises, the
+    server's log (its last log_tail characters, or all of it) is printed before the error
+    propagates; either way the server is stopped and its temp dir removed; after a body that
+    did not raise, the server must have exited 0 (AssertionError otherwise)."""
+    try:
+        yield srv
+    except Exception:
+        out = srv.output()
+        print(out[-log_tail:] if log_tail else out)
+        raise
+    finally:
+        rc = srv.stop()
+        srv.cleanup()
+    if rc != 0:
+        raise AssertionError(f"server exit code {rc}")
 
 
 def raw_request(sock, frame, timeout_ms=10000):

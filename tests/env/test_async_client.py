@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from pkserver import SRC, Server
+from pkserver import SRC, Server, running
 
 from pkgym_client import AsyncClient, ServerError
 
@@ -97,16 +97,8 @@ async def run(endpoint):
 
 
 def main():
-    srv = Server("--max-episodes", "16")
-    try:
+    with running(Server("--max-episodes", "16")) as srv:
         reset_s = asyncio.run(run(srv.endpoint))
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print(f"async client: ok (a group of 4 reset in {reset_s * 1000:.1f} ms)")
     return 0
 

@@ -20,7 +20,7 @@ import time
 import msgpack
 
 from fakeworker import FakeWorker, problem_version
-from pkserver import Server
+from pkserver import Server, running
 from scaleout import action_text, free_port
 
 HB = 100  # ms: the broker counts a worker lost after 4 silent heartbeats (400 ms)
@@ -299,7 +299,7 @@ def case_in_process_worker():
     shows in stats and evaluates a step for real."""
     port = free_port()
     srv = Server("--worker-bind", f"tcp://127.0.0.1:{port}", "--worker-heartbeat-ms", str(HB))
-    try:
+    with running(srv):
         c = Client(srv)
         wait_for(lambda: "local" in live_workers(c), "the in-process worker", timeout_s=30)
         w = [w for w in c.stats()["workers"] if w["name"] == "local"][0]
@@ -308,31 +308,17 @@ def case_in_process_worker():
         rep = c.wait(c.step(ep, "selftest/scale", "correct.cu"), timeout_s=120)
         expect(rep["ok"] and rep["info"]["status"] == "correct", f"step: {rep}")
         expect(c.stats()["broker"]["completed"] == 1, "the step went through the broker")
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print("in-process worker: a server without --gpus none evaluates on its own host too")
 
 
 def main():
     srv, ep_url = start("--worker-wait-s", "1")
-    try:
+    with running(srv):
         case_requeue_and_stale(srv, ep_url)
         case_lost_twice(srv, ep_url)
         case_missing_problem(srv, ep_url)
         case_placement_and_baselines(srv, ep_url)
         case_report_per_gpu_model(srv, ep_url)
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     case_in_process_worker()
     return 0
 

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from pkserver import SRC, Server
+from pkserver import SRC, Server, running
 
 from pkgym_client.chat import (UNTRIMMED, ContextBudgetError, TokenBudget, _assemble,
                                fit_messages, hf_token_counter)
@@ -53,18 +53,10 @@ def kept_turns(m):
 
 
 def main():
-    srv = Server()
-    try:
+    with running(Server()) as srv:
         c = srv.client(timeout_s=300)
         full = conversation(c)
         c.close()
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     expect(len(full) == 10 and kept_turns(full) == [1, 2, 3, 4], "untrimmed: all 4 turns")
     total = count(full)
     head = count(_assemble(full[:2], [full[i:i + 2] for i in range(2, 10, 2)], 4))

@@ -8,7 +8,7 @@ import sys
 
 import msgpack
 
-from pkserver import SRC, Server, raw_request
+from pkserver import SRC, Server, raw_request, running
 
 PROBLEM = "selftest/scale"
 with open(os.path.join(SRC, "problems", "selftest", "scale", "solutions", "correct.cu")) as f:
@@ -68,19 +68,11 @@ def steps_cap(srv):
 
 
 def main():
-    srv = Server("--max-client-episodes", "2", "--max-client-steps", "1")
-    try:
+    with running(Server("--max-client-episodes", "2", "--max-client-steps", "1")) as srv:
         limits = srv.client().hello()["limits"]
         expect(limits["max_client_episodes"] == 2 and limits["max_client_steps"] == 1, limits)
         episodes_cap(srv)
         steps_cap(srv)
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print("client limits: ok")
     return 0
 

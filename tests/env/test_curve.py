@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 
-from pkserver import SRC, Server, keygen
+from pkserver import SRC, Server, keygen, running
 
 from pkgym_client import AuthenticationError, Client
 
@@ -155,21 +155,13 @@ def startup_checks(srv):
 
 
 def main():
-    srv = Server("--max-client-episodes", "2", curve=True)
-    try:
+    with running(Server("--max-client-episodes", "2", curve=True)) as srv:
         print(f"  endpoint {srv.endpoint}")
         play_episode(srv)
         other_key = refusals(srv)
         c_client(srv)
         per_key_limits(srv, other_key)
         startup_checks(srv)
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print("curve: ok")
     return 0
 

@@ -11,7 +11,7 @@ import sys
 
 import msgpack
 
-from pkserver import Server, raw_request
+from pkserver import Server, raw_request, running
 
 PROBLEM = "selftest/scale"
 MIB = 1 << 20
@@ -108,20 +108,13 @@ def main():
     asan = os.environ.get("ASAN_OPTIONS", "")
     os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [asan, "quarantine_size_mb=0"]))
     srv = Server("--max-episode-bytes", str(2 * MIB), "--max-client-bytes", str(5 * MIB))
-    try:
+    with running(srv, 4000):
         limits = srv.client().hello()["limits"]
         expect(limits["max_episode_bytes"] == 2 * MIB and limits["max_client_bytes"] == 5 * MIB,
                limits)
         actions_not_kept(srv)
         episode_cap(srv)
         client_cap(srv)
-    except Exception:
-        print(srv.output()[-4000:])
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print("episode memory: ok")
     return 0
 

@@ -14,19 +14,9 @@ import sqlite3
 import subprocess
 import sys
 
+from checks import check, close, failures
+
 PKGYM = os.environ["PKGYM"]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-    return cond
-
-
-def close(a, b, rel=1e-9):
-    return abs(a - b) <= rel * max(abs(a), abs(b), 1e-300)
 
 
 def main():

@@ -11,7 +11,7 @@ import sys
 import gymnasium
 from gymnasium.utils import env_checker as ec
 from gymnasium.utils.passive_env_checker import env_reset_passive_checker, env_step_passive_checker
-from pkserver import SRC, Server
+from pkserver import SRC, Server, running
 
 import pkgym_client.gym  # noqa: F401  (registers pkgym/Pkgym-v0)
 from pkgym_client.gym import ENV_ID, PkgymEnv, UnicodeText
@@ -37,8 +37,7 @@ class WordTokenizer:
 
 
 def main():
-    srv = Server()
-    try:
+    with running(Server()) as srv:
         c = srv.client(timeout_s=300)
         # gymnasium's own checks (utils.env_checker.check_env), all but check_step_determinism:
         # step info carries the episode id (a fresh one per reset) and measured times.
@@ -108,13 +107,6 @@ def main():
         env.close()
         expect(UnicodeText(5).contains("ünï") and not UnicodeText(2).contains("abc"), "UnicodeText")
         c.close()
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print(f"gymnasium {gymnasium.__version__} env: ok")
     return 0
 

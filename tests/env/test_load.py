@@ -9,7 +9,7 @@ import time
 import msgpack
 import zmq
 
-from pkserver import Server, selftest_problems
+from pkserver import Server, running, selftest_problems
 
 
 def expect(cond, what):
@@ -118,21 +118,13 @@ def flat_rss(srv, problem_ids, total=100_000):
 
 def main():
     curve = "--curve" in sys.argv[1:]  # loopback TCP with CURVE, this client's key authorized
-    srv = Server(curve=curve)
-    try:
+    with running(Server(curve=curve)) as srv:
         c = srv.client()
         problem_ids = [p["id"] for p in selftest_problems(c)] or \
             [p["id"] for p in c.list_problems()]
         c.close()
         concurrent_clients(srv, problem_ids)
         flat_rss(srv, problem_ids)
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print(f"load{' (CURVE)' if curve else ''}: ok")
     return 0
 

@@ -7,7 +7,7 @@ feedback budgets trim the earliest turns first and say so. Host-only selftest pr
 import os
 import sys
 
-from pkserver import SRC, Server
+from pkserver import SRC, Server, running
 
 PROBLEM = "selftest/scale"
 OBS_KEYS = {"prompt", "feedback", "turn", "messages"}
@@ -102,19 +102,11 @@ def test_budget(c, full):
 
 
 def main():
-    srv = Server()
-    try:
+    with running(Server()) as srv:
         c = srv.client(timeout_s=300)
         _, full = test_turns(c)
         test_budget(c, full)
         c.close()
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print("chat messages: ok")
     return 0
 

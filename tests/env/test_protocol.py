@@ -12,7 +12,7 @@ import time
 import msgpack
 import zmq
 
-from pkserver import SRC, Client, Server, raw_request, selftest_problems
+from pkserver import SRC, Client, Server, raw_request, running, selftest_problems
 from pkgym_client import Env
 
 ERROR_CODES = {"bad_request", "unknown_op", "unknown_problem", "unknown_episode", "episode_done",
@@ -309,8 +309,7 @@ def test_internal(pid):
 
 
 def main():
-    srv = Server()
-    try:
+    with running(Server()) as srv:
         c = srv.client(timeout_s=300)
         probs = selftest_problems(c)
         # The selftest suite is this test's fixture: without it the test fails, never skips.
@@ -328,13 +327,6 @@ def main():
         test_candidate_output_not_utf8(c, [p["id"] for p in probs])
         expect_error(c.request("fly"), "unknown_op", "fly")
         c.close()
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     test_limits(pid)
     test_internal(pid)
     print("protocol conformance: ok")

@@ -11,7 +11,7 @@ import time
 
 import msgpack
 
-from pkserver import SRC, Server, selftest_problems
+from pkserver import SRC, Server, running, selftest_problems
 
 PROBLEM = "selftest/scale"  # host-only, with solutions/correct.cu
 NO_CODE = "No code this turn, only a plan."
@@ -207,7 +207,7 @@ def test_expired_and_restart(pid):
 def main():
     srv = Server()
     pid = PROBLEM
-    try:
+    with running(srv):
         c = srv.client(timeout_s=300)
         served = [p["id"] for p in selftest_problems(c)]
         expect(pid in served, f"{pid}, this test's fixture, is not served ({served})")
@@ -218,13 +218,6 @@ def main():
         test_close_with_step_in_flight(srv, c, pid)
         test_unknown(c)
         c.close()
-    except Exception:
-        print(srv.output())
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     test_expired_and_restart(pid)
     print("trajectory after close: ok")
     return 0

@@ -20,18 +20,11 @@ import sqlite3
 import subprocess
 import sys
 
+from checks import check, failures
 from pkserver import SRC, Server
 from pkgym_client import ServerError
 
 PKGYM = os.environ["PKGYM"]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-    return cond
 
 
 def solution(problem, name):

@@ -12,7 +12,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "env"))
-from pkserver import SRC, Server  # noqa: E402
+from pkserver import SRC, Server, running  # noqa: E402
 
 ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -47,7 +47,7 @@ def main(names):
         expect(name in qs, f"no quick start '{name}' in README.md (found {sorted(qs)})")
     srv = Server()
     tmp = tempfile.mkdtemp(prefix="pkgym-readme-")
-    try:
+    with running(srv, 3000):
         for name in names:
             code = qs[name]
             expect(ENDPOINT in code, f"{name}: the block names no endpoint")
@@ -86,13 +86,6 @@ def main(names):
                 kw = [x["interaction_kwargs"]["problem"] for x in df["extra_info"]]
                 expect(kw == ["selftest/scale", "selftest/allreduce"], f"verl rows {kw}")
             print(f"quick start {name}: ok")
-    except Exception:
-        print(srv.output()[-3000:])
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     return 0
 
 

@@ -15,7 +15,7 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "env"))
-from pkserver import SRC, Server  # noqa: E402
+from pkserver import SRC, Server, running  # noqa: E402
 
 PROBLEM = "selftest/scale"
 
@@ -114,15 +114,8 @@ def main():
                 "  - name: pkgym\n"
                 "    class_name: pkgym_client.integrations.verl.PkgymInteraction\n"
                 f"    config: {{endpoint: \"{srv.endpoint}\", max_turns: 3}}\n")
-    try:
+    with running(srv, 5000):
         version = asyncio.run(run(srv, config))
-    except Exception:
-        print(srv.output()[-5000:])
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print(f"verl {version} interaction: ok")
     return 0
 

@@ -19,18 +19,13 @@ import tempfile
 
 PKGYM = os.environ["PKGYM"]
 SRC = os.environ["PK_SOURCE_DIR"]
+sys.path.insert(0, os.path.join(SRC, "tests", "env"))
+from checks import check, failures  # noqa: E402
+
 REPLAY = os.path.join(SRC, "rollout", "replay")
 NO_GPU = ["--serve-arg", "--gpus", "--serve-arg", "none", "--serve-arg", "--compile-workers",
           "--serve-arg", "1"]
 OPTIONS = '{"check": {"trials": 2}}'
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-    return cond
 
 
 def run(*args, timeout=300):

@@ -9,20 +9,9 @@ requantize with a different scale and measure fp8 noise, not the reference's ari
 """
 import torch
 import torch.distributed as dist
+from _fp8_amax import recon as _recon
 
 PKB_REFERENCE = "52_fp8_reduce_scatter_grads.py"
-
-
-def _recon(x, hist):
-    cur = x.abs().max().to(torch.float32)
-    new_hist = torch.roll(hist, shifts=-1, dims=0)
-    new_hist[-1] = cur.to(hist.dtype)
-    # PyTorch on CUDA divides by a Python scalar as a multiplication by its fp32 reciprocal;
-    # spelled out so that the result does not depend on the device this runs on.
-    inv = (torch.tensor(1.0, dtype=torch.float32) / torch.tensor(448.0, dtype=torch.float32))
-    scale = new_hist.max().clamp(min=1e-12).to(torch.float32) * inv.to(x.device)
-    q = (x.float() / scale).to(torch.float8_e4m3fn)
-    return (q.float() * scale).to(torch.bfloat16), new_hist
 
 
 def run(pkb, inputs, dims, world, rank, fp64=False):

@@ -5,24 +5,19 @@ The output is checked by problem.cu's check() (admissible kept sets): an element
 comparison with PKB's output can differ where the top-p cut is ambiguous, and -inf entries
 must be compared as equal infinities. With fp64 inputs PKB's cumsum runs in fp64 (no bf16
 rounding), so its decisions are those of exact arithmetic, not a bound on the reference's."""
+from _log_prob_topk import TOP_K, TOP_P, logits_and_target
+from _log_prob_topk import compare as compare_elementwise
+
 PKB_REFERENCE = "82_vocab_parallel_log_prob_topk.py"
 ATOL, RTOL = 1e-5, 1e-5  # the output's tolerance in meta.json
-TOP_K, TOP_P = 10, 0.9
 
 
 def run(pkb, inputs, dims, world, rank, fp64=False):
-    b, s, v = dims["batch"], dims["seq"], dims["vocab"]
-    logits = inputs["logits"].view(b, s, v // world)
-    out = pkb.solution(logits, inputs["target"].view(b, s), None, TOP_K, TOP_P)
+    logits, target = logits_and_target(inputs, dims, world)
+    out = pkb.solution(logits, target, None, TOP_K, TOP_P)
     return {"out": out.reshape(-1)}
 
 
 def compare(name, ref, got, inputs, dims, world, rank):
-    """Element by element (adapters/_topk_compare.py), at the output's own tolerance."""
-    import importlib.util
-    import os
-    spec = importlib.util.spec_from_file_location(
-        "topk_compare", os.path.join(os.path.dirname(__file__), "_topk_compare.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.compare(ref, got, ATOL, RTOL)
+    """Element by element (adapters/_log_prob_topk.py), at the output's own tolerance."""
+    return compare_elementwise(ref, got, ATOL, RTOL)

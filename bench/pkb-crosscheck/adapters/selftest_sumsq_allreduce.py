@@ -1,17 +1,5 @@
-"""selftest/sumsq_allreduce (the host twin of primitives/sumsq_allreduce) is not a PKB problem: the
-PyTorch, summing each row sequentially in the problem's accumulation dtype (fp32; a cumulative
-sum, the least favourable honest order), then torch.distributed's all-reduce."""
-import torch
-import torch.distributed as dist
+"""selftest/sumsq_allreduce (the host twin of primitives/sumsq_allreduce) is not a PKB problem:
+its independent implementation is the primitive's (adapters/_sumsq_allreduce.py)."""
+from _sumsq_allreduce import run  # noqa: F401
 
 PKB_REFERENCE = None
-
-
-def run(pkb, inputs, dims, world, rank, fp64=False):
-    rows, cols = dims["rows"], dims["cols"]
-    x = inputs["x"].view(rows, cols)
-    acc = torch.float64 if fp64 else torch.float32
-    sq = x.to(acc) ** 2
-    y = sq.sum(-1) if fp64 else torch.cumsum(sq, dim=-1)[:, -1].contiguous()
-    dist.all_reduce(y)
-    return {"y": y}

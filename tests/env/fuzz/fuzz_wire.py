@@ -23,7 +23,7 @@ import msgpack
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from pkserver import Server  # noqa: E402
+from pkserver import Server, running  # noqa: E402
 
 MAGIC = [b"\x00", b"\xff", b"\xc1", b"\xc0", b"\xdf\xff\xff\xff\xff", b"\xdd\x7f\xff\xff\xff",
          b"\xdb\x00\x00\x00\x10", b"\x81", b"\x9f", b"\xa4step", b"\xa2op"]
@@ -155,8 +155,7 @@ def main():
     a = ap.parse_args()
     rng = random.Random(a.seed)
     seeds = corpus()
-    srv = Server("--max-action-bytes", "65536", curve=a.curve)
-    try:
+    with running(Server("--max-action-bytes", "65536", curve=a.curve), 5000) as srv:
         sock = srv.socket()
         before = srv.client().stats()["requests"]["total"]
         total = peers = 0
@@ -179,13 +178,6 @@ def main():
                  if a.curve else "")
               + f"; bad requests {st['requests']['bad']}")
         sock.close(0)
-    except Exception:
-        print(srv.output()[-5000:])
-        raise
-    finally:
-        rc = srv.stop()
-        srv.cleanup()
-    expect(rc == 0, f"server exit code {rc}")
     print(f"wire fuzz{' (CURVE)' if a.curve else ''}: ok (seed {a.seed})")
     return 0
 

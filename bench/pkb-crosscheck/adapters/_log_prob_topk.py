@@ -1,10 +1,18 @@
-"""compare() for the top-k/top-p log-prob problems (82-84), whose outputs pkgym judges with a
-custom checker (every admissible kept set passes). The cross-check is stricter: PKB's own
+"""Shared by the adapters of the top-k/top-p log-prob problems (82-84): their inputs as PKB
+takes them, and compare(), for outputs that pkgym judges with a custom checker (every admissible kept set passes). The cross-check is stricter: PKB's own
 solution() on the same bf16 inputs makes the same cut decisions as pkgym's reference (both
 reproduce PyTorch's bf16 cumsum), so the outputs must agree element by element: -inf where
 the other has -inf, finite values within atol + rtol |want|. A cut decided the other way shows
 up as a mismatch here (it is admissible for candidates, not for the reference)."""
 import torch
+
+TOP_K, TOP_P = 10, 0.9  # solution()'s defaults, which pkgym's problems use
+
+
+def logits_and_target(inputs, dims, world):
+    """This rank's vocab_parallel_logits (batch, seq, vocab/W) and the target (batch, seq)."""
+    b, s, v = dims["batch"], dims["seq"], dims["vocab"]
+    return inputs["logits"].view(b, s, v // world), inputs["target"].view(b, s)
 
 
 def compare(ref, got, atol, rtol):
