@@ -95,4 +95,19 @@ static inline PK_HD void pk_moe_route(const PkMoeRouting &r, int rank, uint64_t 
     }
 }
 
+#if defined(__CUDACC__)
+// The one-hot mask of rank `rank`'s routing, as PKB lays it out: mask[(e * K + k) * M + m] is 1
+// where token m's slot-k expert is e. K <= 8.
+__global__ void pk_moe_mask_kernel(float *mask, size_t M, int rank, PkMoeRouting r) {
+    for (size_t m = (size_t)blockIdx.x * blockDim.x + threadIdx.x; m < M;
+         m += (size_t)gridDim.x * blockDim.x) {
+        int ex[8];
+        pk_moe_route(r, rank, m, ex);
+        for (int e = 0; e < r.E; e++)
+            for (int k = 0; k < r.K; k++)
+                mask[((size_t)e * r.K + k) * M + m] = ex[k] == e ? 1.f : 0.f;
+    }
+}
+#endif
+
 #endif

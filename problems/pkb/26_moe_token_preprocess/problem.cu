@@ -96,26 +96,14 @@ static int reference(const pk_problem_call *call) {
 }
 
 // generate(): the one-hot mask of this rank's routing (pk_moe_routing.cuh; mode = key % 4).
-__global__ void __launch_bounds__(THREADS)
-    mask_kernel(float *mask, size_t M, int rank, PkMoeRouting r) {
-    for (size_t m = (size_t)blockIdx.x * THREADS + threadIdx.x; m < M;
-         m += (size_t)gridDim.x * THREADS) {
-        int ex[8];
-        pk_moe_route(r, rank, m, ex);
-        for (int e = 0; e < r.E; e++)
-            for (int k = 0; k < r.K; k++)
-                mask[((size_t)e * r.K + k) * M + m] = ex[k] == e ? 1.f : 0.f;
-    }
-}
-
 static int generate(const pk_problem_call *call, uint64_t seed, int key) {
     const pk_ctx *ctx = call->ctx;
     const size_t M = (size_t)call->dims[0];
     const int E = (int)call->dims[1], K = (int)call->dims[2];
     static PkMoeRouting r; // 2 KB: off the stack
     pk_moe_routing_make(seed, key, ctx->world_size, E, K, &r);
-    mask_kernel<<<1024, THREADS, 0, ctx->stream>>>(static_cast<float *>(call->args[0]), M,
-                                                   ctx->rank, r);
+    pk_moe_mask_kernel<<<1024, THREADS, 0, ctx->stream>>>(static_cast<float *>(call->args[0]), M,
+                                                          ctx->rank, r);
     return cudaGetLastError() == cudaSuccess ? 0 : 2000;
 }
 
