@@ -23,11 +23,15 @@ __global__ void __launch_bounds__(THREADS)
     ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), comm, ncclTeamLsa(comm), comm.lsaBarrier,
                                            blockIdx.x);
     bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    __shared__ long long count[PK_MAX_RANKS];
+    if (threadIdx.x < world) // the W NVLink loads at once
+        count[threadIdx.x] = *p.rows[threadIdx.x];
+    __syncthreads();
     if (threadIdx.x == 0) {
         size_t acc = 0;
         for (int q = 0; q < world; q++) {
             start[q] = acc;
-            acc += (size_t)*p.rows[q] * row_vecs;
+            acc += (size_t)count[q] * row_vecs;
         }
         start[world] = acc;
         if (blockIdx.x == 0)

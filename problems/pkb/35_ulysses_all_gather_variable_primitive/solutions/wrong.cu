@@ -22,11 +22,15 @@ __global__ void __launch_bounds__(THREADS)
     ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), comm, ncclTeamLsa(comm), comm.lsaBarrier,
                                            blockIdx.x);
     bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    __shared__ long long count[PK_MAX_RANKS];
+    if (threadIdx.x < world)
+        count[threadIdx.x] = *p.rows[me]; // the bug: our own count for all
+    __syncthreads();
     if (threadIdx.x == 0) {
         size_t acc = 0;
         for (int q = 0; q < world; q++) {
             start[q] = acc;
-            acc += (size_t)*p.rows[me] * row_vecs; // the bug: our own count for all
+            acc += (size_t)count[q] * row_vecs;
         }
         start[world] = acc;
         if (blockIdx.x == 0)
