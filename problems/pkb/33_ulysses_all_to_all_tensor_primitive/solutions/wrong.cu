@@ -10,16 +10,18 @@
 #define THREADS 512
 #define UNROLL 4
 
-struct Sources {
-    const uint4 *x[PK_MAX_RANKS]; // chunk `rank` of rank j's x, as mapped here
-};
-
 // Items: 16-byte vectors of y in its own order, o = (i * W + j) * row_vecs + v.
 __global__ void __launch_bounds__(THREADS)
-    pull_chunks(ncclDevComm comm, Sources s, uint4 *y, int world, size_t Mw, size_t row_vecs) {
+    pull_chunks(ncclDevComm comm, ncclWindow_t win, size_t x_off, uint4 *y, int rank, int world,
+                size_t Mw, size_t row_vecs) {
+    __shared__ const uint4 *src[PK_MAX_RANKS]; // chunk `rank` of rank j's x, as mapped here
     ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), comm, ncclTeamLsa(comm), comm.lsaBarrier,
                                            blockIdx.x);
     bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    if (threadIdx.x < world) // arguments sit at the same offset of the window on every rank
+        src[threadIdx.x] = static_cast<const uint4 *>(ncclGetLsaPointer(win, x_off, threadIdx.x)) +
+                           (size_t)rank * Mw * row_vecs;
+    __syncthreads();
     const size_t n = Mw * (size_t)world * row_vecs, stride = (size_t)gridDim.x * THREADS;
     // UNROLL independent NVLink loads in flight per thread before the stores.
     for (size_t o0 = (size_t)blockIdx.x * THREADS + threadIdx.x; o0 < n; o0 += stride * UNROLL) {
@@ -30,7 +32,7 @@ __global__ void __launch_bounds__(THREADS)
             if (o < n) {
                 const size_t c = o % row_vecs, j = (o / row_vecs) % (size_t)world,
                              i = o / row_vecs / (size_t)world;
-                v[u] = s.x[j][i * row_vecs + c];
+                v[u] = src[j][i * row_vecs + c];
             }
         }
 #pragma unroll
@@ -59,10 +61,8 @@ extern "C" int solution(const pk_ctx *ctx, const __nv_bfloat16 *x, __nv_bfloat16
     if (grid < 1)
         return 3;
     const size_t Mw = M / (size_t)world, row_vecs = N / 8;
-    Sources s = {};
-    for (int j = 0; j < world; j++)
-        s.x[j] = static_cast<const uint4 *>(pk_peer(ctx, x, j)) + (size_t)rank * Mw * row_vecs;
-    pull_chunks<<<grid, THREADS, 0, ctx->stream>>>(ctx->dev_comm, s, reinterpret_cast<uint4 *>(y),
-                                                   world, Mw, row_vecs);
+    pull_chunks<<<grid, THREADS, 0, ctx->stream>>>(
+        ctx->dev_comm, ctx->window, pk_sym_offset(ctx, x), reinterpret_cast<uint4 *>(y), rank,
+        world, Mw, row_vecs);
     return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }
