@@ -9,8 +9,9 @@ shortcut twin. Each is judged as the problem's check() judges it (the first n el
 bit; what a kernel leaves unwritten holds the harness's poison) at W = 2, 4, 8, over the
 params the meta.json expressions give trials 0-5, the call checked after timing and timed calls
 (evaluated here with the same integer semantics). Expected: reference and correct.cu equal
-PKB's everywhere; wrong.cu fails in every call; the twin passes PKB's own calls (trial 0) and
-fails from trial 1 on. Vectors of 8 bf16 are one element here (the kernels index 16-byte
+PKB's everywhere; wrong.cu fails in every call; the twin passes PKB's own calls (trials 0, 3) and
+fails in every other; for 37, a kernel that leaves the zero padding unwritten fails wherever
+there is padding. Vectors of 8 bf16 are one element here (the kernels index 16-byte
 vectors; D counts vectors). Exits non-zero on any disagreement."""
 import json
 import os
@@ -310,7 +311,9 @@ def k37_pull(xs, r, w, B, seq, H, Dv, variant):
         else:
             c, q, bs = o % row_vecs, (o // row_vecs) % w, o // row_vecs // w
         pos = r * tw + bs % tw
-        return xs[q][((bs // tw) * seq + pos) * row_vecs + c] if pos < seq else 0.0
+        if pos >= seq:  # "nopad": a kernel that leaves the padding unwritten (poison)
+            return POISON if variant == "nopad" else 0.0
+        return xs[q][((bs // tw) * seq + pos) * row_vecs + c]
     return run_items(B * tw * w * row_vecs, item)
 
 
@@ -330,12 +333,12 @@ def inputs(w, shape, tag):
 def main():
     fails, calls = [], 0
 
-    def judge_call(tag, want, run, pkb_case):
+    def judge_call(tag, want, run, pkb_case, extra=()):
         """One call at world w: the verdict is correct only if every rank's output passes."""
         nonlocal calls
         calls += 1
         for name, expect_all in (("reference", True), ("ok", True), ("wrong", False),
-                                 ("twin", pkb_case)):
+                                 ("twin", pkb_case)) + tuple(extra):
             ranks = [judge(want[r], run(r, name)) for r in range(len(want))]
             if all(ranks) != expect_all:
                 fails.append("%s %s: ranks passing %s, expected the call %s" % (
@@ -376,10 +379,11 @@ def main():
             judge_call("37 W=%d key=%d seq=%d" % (w, key, seq), want,
                        lambda r, v: k37_reference(xs, r, w, B, seq, H, Dv) if v == "reference"
                        else k37_pull(xs, r, w, B, seq, H, Dv, v),
-                       key % 3 == 0 and key < (1 << 20))
+                       key % 3 == 0 and key < (1 << 20), [("nopad", seq % w == 0)])
     for f in fails[:40]:
         print("FAIL", f)
-    print("%d calls (reference, correct.cu, wrong.cu, shortcut twin each), %d disagreements"
+    print("%d calls (reference, correct.cu, wrong.cu, shortcut twin each; 37 unwritten padding "
+          "too), %d disagreements"
           % (calls, len(fails)))
     return 1 if fails else 0
 
