@@ -4,6 +4,8 @@
 # diagnostics and saves CI time, and each problem.cu as a module unless the build already made
 # it. No GPU needed. PK_COLL_COMPILE_ALL=1 also compiles the hostile submissions and the
 # shortcut twins (the GPU run compiles them all anyway; here they would double CI's nvcc time).
+# PK_COMPILE_ONLY=PATTERN (a shell pattern over SUITE/ID, e.g. 'pkb/3[678]_*') compiles only the
+# problems it matches (a port's own check without the whole suite's nvcc time).
 set -u
 : "${PK_SOURCE_DIR:?set by ctest}" "${PK_BUILD_DIR:?set by ctest}"
 NVCC=${PK_NVCC:-/usr/local/cuda/bin/nvcc}
@@ -19,6 +21,8 @@ for dir in "$PK_SOURCE_DIR"/problems/*/*/; do
     grep -q '"device": *"gpu"' "$dir/meta.json" 2>/dev/null || continue
     id=$(basename "$dir")
     suite=$(basename "$(dirname "$dir")")
+    # shellcheck disable=SC2254
+    case "$suite/$id" in ${PK_COMPILE_ONLY:-*}) ;; *) continue ;; esac
     if [ -z "$(find "$PK_BUILD_DIR" -name "pkprob_${suite}_$id.so" -print -quit 2>/dev/null)" ]; then
         printf 'module\t%s\n' "$dir/problem.cu"
     fi
