@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <nccl.h>
@@ -323,6 +324,11 @@ static int gpu_check_guards(rn_backend *b, const void *base, const rn_zone *z, i
     return 0;
 }
 
+static int gpu_profile_range(rn_backend *b, int on) {
+    cudaError_t e = on ? cudaProfilerStart() : cudaProfilerStop();
+    return e == cudaSuccess ? 0 : cuda_fail(b, e, on ? "cudaProfilerStart" : "cudaProfilerStop");
+}
+
 static int gpu_flush_l2(rn_backend *b) {
     if (!g_state.flush)
         return 0;
@@ -556,6 +562,7 @@ extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
     b->fill_guards = gpu_fill_guards;
     b->check_guards = gpu_check_guards;
     b->flush_l2 = gpu_flush_l2;
+    b->profile_range = gpu_profile_range;
     b->use_timed_stream = gpu_use_timed_stream;
     b->current_stream = gpu_current_stream;
     b->setup_arena = gpu_setup_arena;

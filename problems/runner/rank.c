@@ -528,6 +528,36 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     record_guards(rs, all, rep);
 }
 
+/* --profile-call: one warm-up call (module loading, the candidate's first-call set-up), then
+ * one call between profile_range(1) and profile_range(0), under the locks held exclusively so
+ * that no other job's kernels share the GPUs with it. Its output is checked like a trial's. */
+static void run_profile_call(rank_state *rs, rn_report *rep, rank_step *all) {
+    rank_step st = {0};
+    int slot = rs->plan.trial_slot[rs->plan.trials];
+    if (rn_gpu_phase_begin(rs, RN_LOCK_EXCLUSIVE, &st) == 0 &&
+        rn_check_trial(rs, RN_KEY_POST_TIMING, slot, &st) == 0 &&
+        rn_fill_slot(rs, slot, RN_KEY_POST_TIMING + 1, &st) == 0) {
+        pk_problem_call c;
+        rn_make_call(rs, slot, 0, &c);
+        if (rs->g->barrier(rs->g))
+            rn_fail(&st, "rank barrier failed");
+        else if (rs->b.profile_range && rs->b.profile_range(&rs->b, 1))
+            rn_fail(&st, "%s", rs->b.error);
+        else {
+            int rc = rn_call_candidate(rs, &c);
+            int sync_rc = rs->b.sync(&rs->b);
+            if (rs->b.profile_range && rs->b.profile_range(&rs->b, 0) && !rc && !sync_rc)
+                rn_fail(&st, "%s", rs->b.error);
+            if (rc)
+                rn_fail(&st, "%s returned %d on rank %d", rs->p->entry, rc, rs->ctx.rank);
+            else if (sync_rc)
+                rn_fail(&st, "CUDA error after the solution ran: %s", rs->b.error);
+        }
+    }
+    rn_gpu_phase_end(rs);
+    phase_failed(rs, &st, rep, all);
+}
+
 static void run_rank(rank_state *rs, rn_report *rep) {
     static rank_step all[PK_MAX_RANKS];
     rank_step st = {0};
@@ -543,6 +573,8 @@ static void run_rank(rank_state *rs, rn_report *rep) {
     rep->ok = 1;
     if (all_passed && !rs->o->skip_timing)
         run_timing(rs, rep, all);
+    if (all_passed && rs->o->profile_call)
+        run_profile_call(rs, rep, all);
 }
 
 /* The secret seed comes in a file the harness wrote, never on the command line, so that it is
