@@ -85,7 +85,9 @@ static json_t *step_info_base(const pk_episode *e, const pk_eval_result *r,
 }
 
 /* What became of the profile the episode asks for (docs/feedback.md, "Profiles"): never a
- * failure of the step. The text is the feedback's; the raw metrics are in the store only. */
+ * failure of the step. text: the feedback's lines; raw: every kernel and interval (the store
+ * keeps it too), left out (null, raw_omitted) above PROFILE_INFO_RAW_MAX bytes. */
+#define PROFILE_INFO_RAW_MAX (256 << 10)
 static json_t *profile_info(const pk_episode *e, const pk_eval_result *r) {
     const pk_profile_result *p = &r->profile;
     const char *status = p->status[0] ? p->status : "skipped";
@@ -93,10 +95,14 @@ static json_t *profile_info(const pk_episode *e, const pk_eval_result *r) {
                          : r->status != PK_STATUS_CORRECT
                              ? "not correct (only correct candidates are profiled)"
                              : "this evaluator does not profile (remote workers: not yet)";
-    return json_pack("{s:s, s:s, s:o, s:o}", "level", pk_profile_level_name(e->eval.profile),
-                     "status", status, "reason", text_json(reason), "cost_s",
-                     p->status[0] && strcmp(p->status, "skipped") ? json_real(p->cost_s)
-                                                                  : json_null());
+    int omit = p->raw && strlen(p->raw) > PROFILE_INFO_RAW_MAX;
+    json_t *raw = p->raw && !omit ? json_loads(p->raw, 0, NULL) : NULL;
+    return json_pack(
+        "{s:s, s:s, s:o, s:o, s:o, s:o, s:b}", "level", pk_profile_level_name(e->eval.profile),
+        "status", status, "reason", text_json(reason), "cost_s",
+        p->status[0] && strcmp(p->status, "skipped") ? json_real(p->cost_s) : json_null(), "text",
+        p->text ? text_json(p->text) : json_null(), "raw", raw ? raw : json_null(), "raw_omitted",
+        omit);
 }
 
 /* With both rooflines of the problem on this GPU (docs/problems.md), null when it has none. */

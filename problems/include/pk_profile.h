@@ -88,7 +88,8 @@ typedef struct pk_profile_data {
     int n_kernels;
     pk_prof_interval *iv;
     int n_iv;
-    int nvlink_measured; /* the ncu columns for NVLink were there */
+    int nvlink_measured;          /* the ncu columns for NVLink were there */
+    double roofline_nvlink_bytes; /* per rank and direction, by the problem's roofline; 0 none */
     int trace_ok, ncu_ok;
     char trace_error[200], ncu_error[300];
 } pk_profile_data;

@@ -193,11 +193,8 @@ void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
                  "not correct (only correct candidates are profiled)");
         return;
     }
-    if (!job->p->device_gpu) {
-        snprintf(pr->status, sizeof pr->status, "skipped");
-        snprintf(pr->reason, sizeof pr->reason, "host problem (nothing runs on a GPU)");
-        return;
-    }
+    /* The budget counts every correct candidate that reaches the stage, a host problem's too
+     * (then skipped: nothing of it runs on a GPU); an incorrect one takes nothing. */
     pk_profile_budget *b = job->opts.profile_budget;
     double t0 = pk_now_ms();
     if (b && !pk_profile_budget_take(b, t0)) {
@@ -206,12 +203,22 @@ void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
                  b->per_minute);
         return;
     }
+    if (!job->p->device_gpu) {
+        snprintf(pr->status, sizeof pr->status, "skipped");
+        snprintf(pr->reason, sizeof pr->reason, "host problem (nothing runs on a GPU)");
+        return;
+    }
     double limit_ms = stage_limit_s(job, b) * 1e3;
     const char *launcher = res->launcher[0] ? res->launcher : job->p->launcher;
     pk_profile_data d;
     memset(&d, 0, sizeof d);
     d.level = job->opts.profile;
     d.world = job->world;
+    pk_problem_sizes sz;
+    pk_error serr;
+    if (pk_problem_sizes_at(job->p, job->world, &sz, &serr) == PK_OK)
+        for (int i = 0; i < job->p->n_phases; i++)
+            d.roofline_nvlink_bytes += sz.nvlink_bytes[i];
 
     char dir[700], trace_env[760], inject_env[620], lib[560], runner[512];
     snprintf(dir, sizeof dir, "%s/profile", job->dir);

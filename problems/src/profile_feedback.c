@@ -217,8 +217,14 @@ char *pk_profile_feedback_text(const pk_profile_data *d, size_t max_chars) {
                     tx += d->kernels[i].nvl_tx_bytes > 0 ? d->kernels[i].nvl_tx_bytes : 0;
                     rx += d->kernels[i].nvl_rx_bytes > 0 ? d->kernels[i].nvl_rx_bytes : 0;
                 }
-            snprintf(line, sizeof line, "- NVLink on rank %d: %.2f MB sent, %.2f MB received",
-                     s.slowest_rank, tx / 1e6, rx / 1e6);
+            int n2 = snprintf(line, sizeof line,
+                              "- NVLink on rank %d, by the kernels ncu profiled (not NCCL's): "
+                              "%.2f MB sent, %.2f MB received",
+                              s.slowest_rank, tx / 1e6, rx / 1e6);
+            if (d->roofline_nvlink_bytes > 0 && (size_t)n2 < sizeof line)
+                snprintf(line + n2, sizeof line - (size_t)n2,
+                         "; the roofline expects %.2f MB sent per rank",
+                         d->roofline_nvlink_bytes / 1e6);
         } else {
             snprintf(line, sizeof line,
                      "- NVLink traffic: not measured (this ncu has no nvltx/nvlrx metrics)");
