@@ -13,6 +13,8 @@
 #   bash bench/profile/gpu-profile.sh           # carry .debs and .whl as for scripts/gpu-test
 #   BUILD=0 bash bench/profile/gpu-profile.sh   # the build-gpu there is current
 #
+# --timeout-ms 120000: a profiler run may hold the GPU locks for at most 3/4 of the run limit
+# (docs/feedback.md, "Profiles"), 90 s here; PROFILE_S bounds each profile (default 100 s).
 # The four streams share the two GPUs: the timing locks keep each profiled call alone on them,
 # but a profile's cost includes its waits for the others' locked phases (said in the report).
 set -u
@@ -70,7 +72,7 @@ levels() {
     for level in summary full; do
         local t0=$(date +%s)
         timeout "$(lim 20)" "$PKGYM" check --problem "$problem" "$sol" --trials 1 \
-            --skip-timing --profile "$level" --profile-seconds "${PROFILE_S:-100}" \
+            --skip-timing --timeout-ms 120000 --profile "$level" --profile-seconds "${PROFILE_S:-100}" \
             --profile-svg "$OUT/$name-$level.svg" --json >"$OUT/$name-$level.json" \
             2>"$OUT/$name-$level.err"
         echo "$name $level exit $? wall $(( $(date +%s) - t0 )) s" >>"$OUT/walls.txt"

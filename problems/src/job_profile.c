@@ -212,6 +212,10 @@ void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
         return;
     }
     double limit_ms = stage_limit_s(job, b) * 1e3;
+    /* Each run holds the GPU locks exclusively for its profiled call; another job waiting for
+     * them is credited at most one run limit (job_watch.c): no profiler run may outlast 3/4
+     * of it, or a kernel that cannot be replayed would time out its neighbours. */
+    double run_cap_ms = 0.75 * pk_run_timeout_ms(&job->opts);
     const char *launcher = res->launcher[0] ? res->launcher : job->p->launcher;
     pk_profile_data d;
     memset(&d, 0, sizeof d);
@@ -242,7 +246,8 @@ void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
         snprintf(trace_env, sizeof trace_env, "PKGYM_PROFILE_TRACE_DIR=%s", dir);
         snprintf(inject_env, sizeof inject_env, "CUDA_INJECTION64_PATH=%s", lib);
         const char *env[] = {trace_env, inject_env, NULL};
-        if (profile_run(job, launcher, gpus, n_gpus, NULL, 0, env, limit_ms, d.trace_error,
+        if (profile_run(job, launcher, gpus, n_gpus, NULL, 0, env,
+                        limit_ms < run_cap_ms ? limit_ms : run_cap_ms, d.trace_error,
                         sizeof d.trace_error))
             d.trace_ok = read_traces(dir, &d, d.trace_error, sizeof d.trace_error);
     }
@@ -282,7 +287,8 @@ void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
         for (char *t = strtok_r(extra, " ", &save); t && np < 38; t = strtok_r(NULL, " ", &save))
             prefix[np++] = t;
         const char *env[] = {NULL};
-        if (profile_run(job, launcher, gpus, n_gpus, prefix, np, env, left_ms, d.ncu_error,
+        if (profile_run(job, launcher, gpus, n_gpus, prefix, np, env,
+                        left_ms < run_cap_ms ? left_ms : run_cap_ms, d.ncu_error,
                         sizeof d.ncu_error)) {
             char *text = NULL;
             size_t len;
