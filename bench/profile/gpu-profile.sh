@@ -78,10 +78,30 @@ levels() {
         echo "$name $level exit $? wall $(( $(date +%s) - t0 )) s" >>"$OUT/walls.txt"
     done
 }
-say "profiles (3 problems x 2 levels) and ctest problems_profile_gpu, at once"
+# ncu and kernels that wait for other ranks (the all-reduce's two-shot kernel): a replayed or
+# serialized kernel waits forever. Three ways around it, measured on the all-reduce at the
+# full level, each bounded to 30 s (--timeout-ms 40000): one ncu lock file per rank
+# (PKGYM_PROFILE_RANK_TMPDIR=1), application replay, ncu's lockstep launch across processes.
+variants() {
+    local sol=problems/collectives/allreduce/solutions/correct.cu
+    for v in rank_tmpdir app_replay lockstep; do
+        local t0=$(date +%s) envs=()
+        case $v in
+        rank_tmpdir) envs=(PKGYM_PROFILE_RANK_TMPDIR=1) ;;
+        app_replay) envs=("PKGYM_PROFILE_NCU_ARGS=--replay-mode application") ;;
+        lockstep) envs=("PKGYM_PROFILE_NCU_ARGS=--communicator tcp --communicator-num-peers 2 --lockstep-kernel-launch") ;;
+        esac
+        env "${envs[@]}" timeout "$(lim 20)" "$PKGYM" check --problem collectives/allreduce "$sol" \
+            --trials 1 --skip-timing --timeout-ms 40000 --profile full --profile-seconds 60 \
+            --json >"$OUT/variant-$v.json" 2>"$OUT/variant-$v.err"
+        echo "variant $v exit $? wall $(( $(date +%s) - t0 )) s" >>"$OUT/walls.txt"
+    done
+}
+say "profiles (3 problems x 2 levels), ncu variants and ctest problems_profile_gpu, at once"
 levels allreduce collectives/allreduce problems/collectives/allreduce/solutions/correct.cu &
 levels pkb13 pkb/13_gemm_allreduce problems/pkb/13_gemm_allreduce/solutions/correct.cu &
 levels pkb15 pkb/15_combined_sharded_gemms problems/pkb/15_combined_sharded_gemms/solutions/correct.cu &
+[ "${VARIANTS:-1}" = 1 ] && variants &
 ( t0=$(date +%s)
   timeout "$(lim 15)" ctest --test-dir build-gpu -R '^problems_profile_gpu$' \
       --output-on-failure --timeout 600 >"$OUT/ctest-profile-gpu.log" 2>&1
@@ -114,6 +134,18 @@ for name in ("allreduce", "pkb13", "pkb15"):
         texts.append((name, level, p.get("text") or "(no text)", len(raw.get("kernels", [])),
                       len(raw.get("timeline", []))))
 print("\nWalls:\n\n```\n" + open(os.path.join(out, "walls.txt")).read() + "```\n")
+print("## ncu variants on the all-reduce (full level, 30 s cap)\n")
+print("| variant | profile | kernels from ncu | cost s | reason |\n|---|---|---|---|---|")
+for v in ("rank_tmpdir", "app_replay", "lockstep"):
+    try:
+        r = json.load(open(os.path.join(out, f"variant-{v}.json")))
+        p = r.get("profile") or {}
+        nk = len((p.get("raw") or {}).get("kernels", []))
+        print(f"| {v} | {p.get('status')} | {nk} | {p.get('cost_s', 0):.1f} | "
+              f"{(p.get('reason') or '').replace('|', '/')} |")
+    except Exception as e:
+        print(f"| {v} | no result ({e}) | | | |")
+print()
 for name, level, text, nk, ni in texts:
     print(f"### {name}, {level} ({nk} kernels from ncu, {ni} timeline intervals; "
           f"SVG: `{name}-{level}.svg`)\n\n```\n{text}```\n")

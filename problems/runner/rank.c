@@ -5,10 +5,12 @@
 #include "rn_gpu_lock.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void *rn_arg_ptr(rank_state *rs, int slot, int i) {
@@ -593,9 +595,26 @@ int rn_read_seed(rn_opts *o) {
     return 0;
 }
 
+/* Measurements of the profile stage only (PKGYM_PROFILE_RANK_TMPDIR=1, passed by the harness):
+ * each rank of a profiled run gets its own TMPDIR before CUDA starts. Nsight Compute serializes
+ * kernel profiling across the processes that share its lock file ($TMPDIR/nsight-compute-lock),
+ * which makes a kernel that waits for another rank wait forever; whether per-rank lock files
+ * are safe is what bench/profile/gpu-profile.sh measures. */
+static void rank_tmpdir(const rn_opts *o, int rank) {
+    const char *on = getenv("PKGYM_PROFILE_RANK_TMPDIR");
+    if (!o->profile_call || !on || strcmp(on, "1") != 0)
+        return;
+    const char *base = getenv("TMPDIR");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/pk-rank%d", base && *base ? base : "/tmp", rank);
+    if (mkdir(dir, 0700) == 0 || errno == EEXIST)
+        setenv("TMPDIR", dir, 1);
+}
+
 int rn_rank_main(rn_opts *o, rn_group *g) {
     static rank_state rs;
     static rn_report rep;
+    rank_tmpdir(o, g->rank);
     memset(&rs, 0, sizeof rs);
     memset(&rep, 0, sizeof rep);
     rs.o = o;

@@ -286,32 +286,47 @@ void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
         char *save = NULL;
         for (char *t = strtok_r(extra, " ", &save); t && np < 38; t = strtok_r(NULL, " ", &save))
             prefix[np++] = t;
-        const char *env[] = {NULL};
-        if (profile_run(job, launcher, gpus, n_gpus, prefix, np, env,
-                        left_ms < run_cap_ms ? left_ms : run_cap_ms, d.ncu_error,
-                        sizeof d.ncu_error)) {
-            char *text = NULL;
-            size_t len;
-            if (pk_read_file_untrusted(log_path, TRACE_MAX_BYTES, &text, &len, &err) ||
-                pk_profile_ncu_csv_parse(text, &d, &err))
-                put(d.ncu_error, sizeof d.ncu_error, err.message);
-            else
-                d.ncu_ok = 1;
-            free(text);
+        /* PKGYM_PROFILE_RANK_TMPDIR=1 (measurements): one ncu lock file per rank (rank.c). */
+        const char *rank_tmp = getenv("PKGYM_PROFILE_RANK_TMPDIR");
+        const char *env[] = {
+            rank_tmp && !strcmp(rank_tmp, "1") ? "PKGYM_PROFILE_RANK_TMPDIR=1" : NULL, NULL};
+        int ran = profile_run(job, launcher, gpus, n_gpus, prefix, np, env,
+                              left_ms < run_cap_ms ? left_ms : run_cap_ms, d.ncu_error,
+                              sizeof d.ncu_error);
+        /* Even when ncu did not finish (a kernel it could not replay ran into the limit), the
+         * kernels it profiled before are in its log if it wrote them: kept, and said so. */
+        char *text = NULL;
+        size_t len;
+        int n_before = d.n_kernels;
+        int read = pk_read_file_untrusted(log_path, TRACE_MAX_BYTES, &text, &len, &err) == PK_OK &&
+                   pk_profile_ncu_csv_parse(text, &d, &err) == PK_OK;
+        if (read && d.n_kernels > n_before) {
+            d.ncu_ok = 1;
+            if (!ran) {
+                char why[sizeof d.ncu_error];
+                snprintf(why, sizeof why, "%s", d.ncu_error);
+                snprintf(d.ncu_error, sizeof d.ncu_error,
+                         "incomplete, only the kernels profiled before ncu stopped: %.200s", why);
+            }
+        } else if (ran) {
+            put(d.ncu_error, sizeof d.ncu_error,
+                read ? "ncu profiled no kernel of the call" : err.message);
         }
+        free(text);
     }
     if (d.world < job->world)
         d.world = job->world;
     pr->cost_s = (pk_now_ms() - t0) / 1e3;
+    int whole_ncu = d.ncu_ok && !d.ncu_error[0]; /* not cut short */
     snprintf(pr->status, sizeof pr->status, "%s",
-             d.trace_ok && d.ncu_ok   ? "ok"
+             d.trace_ok && whole_ncu  ? "ok"
              : d.trace_ok || d.ncu_ok ? "partial"
                                       : "error");
-    if (!d.trace_ok || !d.ncu_ok) {
+    if (!d.trace_ok || !whole_ncu) {
         pk_strbuf why = {0};
         if (!d.trace_ok)
             pk_strbuf_printf(&why, "timeline: %s", d.trace_error);
-        if (!d.ncu_ok)
+        if (!whole_ncu)
             pk_strbuf_printf(&why, "%smetrics: %s", d.trace_ok ? "" : "; ", d.ncu_error);
         put(pr->reason, sizeof pr->reason, why.data ? why.data : "");
         pk_strbuf_free(&why);

@@ -232,7 +232,8 @@ char *pk_profile_feedback_text(const pk_profile_data *d, size_t max_chars) {
         add(&b, max_chars, line);
     }
     if (d->ncu_error[0]) {
-        snprintf(line, sizeof line, "- kernel metrics: not measured (%s)", d->ncu_error);
+        snprintf(line, sizeof line, "- kernel metrics: %s (%s)",
+                 d->ncu_ok ? "incomplete" : "not measured", d->ncu_error);
         add(&b, max_chars, line);
     }
     return b.data ? b.data : strdup("");
