@@ -1,12 +1,12 @@
 /* pk-cupti-trace: a CUPTI activity-tracing library the profile stage injects into the ranks of
  * its timeline run (CUDA_INJECTION64_PATH; never loaded in a timed run). It records the GPU
  * operations between cuProfilerStart and cuProfilerStop (the runner brackets one call of the
- * candidate with them) and writes one file per process, $PKGYM_PROFILE_TRACE_DIR/trace.<pid>:
- *   K <device> <stream> <start_ns> <end_ns> <kernel name>
- *   C <device> <stream> <start_ns> <end_ns> peer copy      (communication)
- *   M <device> <stream> <start_ns> <end_ns> memcpy|memset  (other copies)
- * parsed by problems/src/profile_trace.c. Errors go to stderr as "pk-cupti-trace: ..." and
- * leave the file without records; the harness reports that as the profiler's failure. */
+ * candidate with them, then calls pk_cupti_trace_flush) and writes one file per process,
+ * $PKGYM_PROFILE_TRACE_DIR/trace.<pid>: K <device> <stream> <start_ns> <end_ns> <kernel name> C
+ * <device> <stream> <start_ns> <end_ns> peer copy      (communication) M <device> <stream>
+ * <start_ns> <end_ns> memcpy|memset  (other copies) parsed by problems/src/profile_trace.c. Errors
+ * go to stderr as "pk-cupti-trace: ..." and leave the file without records; the harness reports
+ * that as the profiler's failure. */
 #define _GNU_SOURCE
 #include <cupti.h>
 #include <pthread.h>
@@ -93,35 +93,53 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 static void set_recording(int on) {
     if (on == g_recording)
         return;
-    if (!on) { /* everything of the call: the runner synchronised its devices before stopping */
-        CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        if (r != CUPTI_SUCCESS)
-            report("cuptiActivityFlushAll", r);
-    }
     for (size_t i = 0; i < sizeof g_kinds / sizeof *g_kinds; i++) {
         CUptiResult r = on ? cuptiActivityEnable(g_kinds[i]) : cuptiActivityDisable(g_kinds[i]);
         if (r != CUPTI_SUCCESS && r != CUPTI_ERROR_NOT_COMPATIBLE)
             report(on ? "cuptiActivityEnable" : "cuptiActivityDisable", r);
     }
-    if (!on)
-        cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     g_recording = on;
+}
+
+/* Called by pk-runner right after cudaProfilerStop (it finds this library with dlopen
+ * RTLD_NOLOAD on CUDA_INJECTION64_PATH), outside every CUPTI callback: the records of the
+ * profiled call are written before the rank exits with _exit (no atexit handler runs). */
+__attribute__((visibility("default"))) int pk_cupti_trace_flush(void) {
+    set_recording(0);
+    CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (r != CUPTI_SUCCESS) {
+        report("cuptiActivityFlushAll", r);
+        return -1;
+    }
+    pthread_mutex_lock(&g_mu);
+    if (g_out)
+        fflush(g_out);
+    pthread_mutex_unlock(&g_mu);
+    return 0;
 }
 
 static void CUPTIAPI on_api(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId id,
                             const void *data) {
     (void)user;
     const CUpti_CallbackData *cb = data;
-    if (domain != CUPTI_CB_DOMAIN_DRIVER_API)
-        return;
-    if (id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart && cb->callbackSite == CUPTI_API_EXIT)
+    /* The runtime's cudaProfilerStart/Stop and the driver's (which the runtime calls): both
+     * are watched, whichever CUPTI reports; set_recording ignores a repeat. */
+    int start =
+        (domain == CUPTI_CB_DOMAIN_DRIVER_API && id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart) ||
+        (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+         id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+    int stop =
+        (domain == CUPTI_CB_DOMAIN_DRIVER_API && id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop) ||
+        (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+         id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+    if (start && cb->callbackSite == CUPTI_API_EXIT)
         set_recording(1);
-    else if (id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop && cb->callbackSite == CUPTI_API_ENTER)
+    else if (stop && cb->callbackSite == CUPTI_API_ENTER)
         set_recording(0);
 }
 
 static void at_exit(void) {
-    set_recording(0);
+    pk_cupti_trace_flush();
     pthread_mutex_lock(&g_mu);
     if (g_out)
         fclose(g_out);
@@ -155,6 +173,12 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     if (r == CUPTI_SUCCESS)
         r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
                                 CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+    if (r == CUPTI_SUCCESS)
+        r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+    if (r == CUPTI_SUCCESS)
+        r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
     if (r != CUPTI_SUCCESS) {
         report("set-up", r);
         return 1;

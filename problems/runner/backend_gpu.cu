@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_profiler_api.h>
+#include <dlfcn.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <nccl.h>
@@ -324,8 +325,24 @@ static int gpu_check_guards(rn_backend *b, const void *base, const rn_zone *z, i
     return 0;
 }
 
+// The profile stage's timeline run injects pk-cupti-trace.so (CUDA_INJECTION64_PATH): its
+// records are written when the range ends, here, outside CUPTI's callbacks (ranks leave with
+// _exit, so no atexit handler would).
+static void flush_injected_tracer(void) {
+    const char *path = getenv("CUDA_INJECTION64_PATH");
+    void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (!h)
+        return;
+    int (*flush)(void) = (int (*)(void))dlsym(h, "pk_cupti_trace_flush");
+    if (flush)
+        flush();
+    dlclose(h);
+}
+
 static int gpu_profile_range(rn_backend *b, int on) {
     cudaError_t e = on ? cudaProfilerStart() : cudaProfilerStop();
+    if (!on)
+        flush_injected_tracer();
     return e == cudaSuccess ? 0 : cuda_fail(b, e, on ? "cudaProfilerStart" : "cudaProfilerStop");
 }
 
