@@ -40,4 +40,18 @@ grep -q "<svg" "$tmp/t.svg" || fail "no SVG written"
     --profile-seconds 60 >"$tmp/r.txt" || fail "pkgym check (text) exited $?"
 grep -q "^profile: summary, partial: timeline: " "$tmp/r.txt" || fail "$(cat "$tmp/r.txt")"
 grep -q "dominating kernel: " "$tmp/r.txt" || fail "$(cat "$tmp/r.txt")"
+# `pkgym eval` (replay of the suite's own turns, an embedded server with a budget): the
+# profiled turn's timeline is an SVG of the report, listed in report.md and report.json.
+"$PKGYM" eval --policy replay:"$PK_SOURCE_DIR/rollout/replay" --problems selftest/allreduce \
+    -G 1 -T 3 --options '{"profile":"full"}' --serve-arg=--profile-per-minute=10 \
+    --out "$tmp/eval" --quiet || fail "pkgym eval exited $?"
+grep -q "^| selftest/allreduce | 1 | 3 | partial | .* | \`profile-selftest_allreduce-t1-turn3.svg\` |$" \
+    "$tmp/eval/report.md" || fail "report.md: $(tail -8 "$tmp/eval/report.md")"
+grep -q "<svg" "$tmp/eval/profile-selftest_allreduce-t1-turn3.svg" || fail "no eval SVG"
+python3 - "$tmp/eval/report.json" <<'PY' || fail "report.json"
+import json, sys
+turns = json.load(open(sys.argv[1]))["trajectories"][0]["turns"]
+assert [t.get("profile", {}).get("status") for t in turns] == ["skipped", "skipped", "partial"], turns
+assert turns[2]["profile"]["svg"] == "profile-selftest_allreduce-t1-turn3.svg", turns[2]
+PY
 echo "ok"
