@@ -1,7 +1,8 @@
 /* pk-cupti-trace: a CUPTI activity-tracing library the profile stage injects into the ranks of
  * its timeline run (CUDA_INJECTION64_PATH; never loaded in a timed run). It records the GPU
- * operations between cuProfilerStart and cuProfilerStop (the runner brackets one call of the
- * candidate with them, then calls pk_cupti_trace_flush) and writes one file per process,
+ * operations of one call of the candidate: pk-runner calls pk_cupti_trace_start before and
+ * pk_cupti_trace_flush after it (next to cudaProfilerStart/Stop, which bracket the same call
+ * for ncu), outside every CUPTI callback, and it writes one file per process,
  * $PKGYM_PROFILE_TRACE_DIR/trace.<pid>: K <device> <stream> <start_ns> <end_ns> <kernel name> C
  * <device> <stream> <start_ns> <end_ns> peer copy      (communication) M <device> <stream>
  * <start_ns> <end_ns> memcpy|memset  (other copies) parsed by problems/src/profile_trace.c. Errors
@@ -118,24 +119,10 @@ __attribute__((visibility("default"))) int pk_cupti_trace_flush(void) {
     return 0;
 }
 
-static void CUPTIAPI on_api(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId id,
-                            const void *data) {
-    (void)user;
-    const CUpti_CallbackData *cb = data;
-    /* The runtime's cudaProfilerStart/Stop and the driver's (which the runtime calls): both
-     * are watched, whichever CUPTI reports; set_recording ignores a repeat. */
-    int start =
-        (domain == CUPTI_CB_DOMAIN_DRIVER_API && id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStart) ||
-        (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-         id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-    int stop =
-        (domain == CUPTI_CB_DOMAIN_DRIVER_API && id == CUPTI_DRIVER_TRACE_CBID_cuProfilerStop) ||
-        (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-         id == CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-    if (start && cb->callbackSite == CUPTI_API_EXIT)
-        set_recording(1);
-    else if (stop && cb->callbackSite == CUPTI_API_ENTER)
-        set_recording(0);
+/* Called by pk-runner right before cudaProfilerStart, outside every CUPTI callback. */
+__attribute__((visibility("default"))) int pk_cupti_trace_start(void) {
+    set_recording(1);
+    return 0;
 }
 
 static void at_exit(void) {
@@ -164,21 +151,6 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
     fprintf(g_out, "# pk-cupti-trace 1\n");
     fflush(g_out);
     CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-    CUpti_SubscriberHandle sub;
-    if (r == CUPTI_SUCCESS)
-        r = cuptiSubscribe(&sub, on_api, NULL);
-    if (r == CUPTI_SUCCESS)
-        r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
-                                CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-    if (r == CUPTI_SUCCESS)
-        r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
-                                CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
-    if (r == CUPTI_SUCCESS)
-        r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-    if (r == CUPTI_SUCCESS)
-        r = cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-                                CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
     if (r != CUPTI_SUCCESS) {
         report("set-up", r);
         return 1;

@@ -325,24 +325,27 @@ static int gpu_check_guards(rn_backend *b, const void *base, const rn_zone *z, i
     return 0;
 }
 
-// The profile stage's timeline run injects pk-cupti-trace.so (CUDA_INJECTION64_PATH): its
-// records are written when the range ends, here, outside CUPTI's callbacks (ranks leave with
-// _exit, so no atexit handler would).
-static void flush_injected_tracer(void) {
+// The profile stage's timeline run injects pk-cupti-trace.so (CUDA_INJECTION64_PATH): it
+// records from pk_cupti_trace_start to pk_cupti_trace_flush, called here, outside CUPTI's
+// callbacks; the flush writes the records before the rank leaves with _exit. No-ops in every
+// other run (the library is not loaded: dlopen RTLD_NOLOAD finds nothing).
+static void call_injected_tracer(const char *fn) {
     const char *path = getenv("CUDA_INJECTION64_PATH");
     void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
     if (!h)
         return;
-    int (*flush)(void) = (int (*)(void))dlsym(h, "pk_cupti_trace_flush");
-    if (flush)
-        flush();
+    int (*f)(void) = (int (*)(void))dlsym(h, fn);
+    if (f)
+        f();
     dlclose(h);
 }
 
 static int gpu_profile_range(rn_backend *b, int on) {
+    if (on)
+        call_injected_tracer("pk_cupti_trace_start");
     cudaError_t e = on ? cudaProfilerStart() : cudaProfilerStop();
     if (!on)
-        flush_injected_tracer();
+        call_injected_tracer("pk_cupti_trace_flush");
     return e == cudaSuccess ? 0 : cuda_fail(b, e, on ? "cudaProfilerStart" : "cudaProfilerStop");
 }
 
