@@ -81,17 +81,21 @@ levels() {
 # ncu and kernels that wait for other ranks (the all-reduce's two-shot kernel): a replayed or
 # serialized kernel waits forever. Three ways around it, measured on the all-reduce at the
 # full level, each bounded to 30 s (--timeout-ms 40000): one ncu lock file per rank
-# (PKGYM_PROFILE_RANK_TMPDIR=1), application replay, ncu's lockstep launch across processes.
+# (PKGYM_PROFILE_RANK_TMPDIR=1), application replay, ncu's lockstep launch across processes;
+# and NCCL's kernels under ncu (the stage leaves them out by name): overlap_serial.cu (a GEMM,
+# then ncclAllReduce) without the filter.
 variants() {
-    local sol=problems/collectives/allreduce/solutions/correct.cu
-    for v in rank_tmpdir app_replay lockstep; do
-        local t0=$(date +%s) envs=()
+    local ar=problems/collectives/allreduce/solutions/correct.cu
+    for v in rank_tmpdir app_replay lockstep nccl_unfiltered; do
+        local t0=$(date +%s) envs=(PKGYM_PROFILE_VARIANT=$v) problem=collectives/allreduce sol=$ar
         case $v in
         rank_tmpdir) envs=(PKGYM_PROFILE_RANK_TMPDIR=1) ;;
         app_replay) envs=("PKGYM_PROFILE_NCU_ARGS=--replay-mode application") ;;
         lockstep) envs=("PKGYM_PROFILE_NCU_ARGS=--communicator tcp --communicator-num-peers 2 --lockstep-kernel-launch") ;;
+        nccl_unfiltered) envs=(PKGYM_PROFILE_NCU_FILTER=) problem=pkb/13_gemm_allreduce
+                         sol=bench/profile/overlap_serial.cu ;;
         esac
-        env "${envs[@]}" timeout "$(lim 20)" "$PKGYM" check --problem collectives/allreduce "$sol" \
+        env "${envs[@]}" timeout "$(lim 20)" "$PKGYM" check --problem "$problem" "$sol" \
             --trials 1 --skip-timing --timeout-ms 40000 --profile full --profile-seconds 60 \
             --json >"$OUT/variant-$v.json" 2>"$OUT/variant-$v.err"
         echo "variant $v exit $? wall $(( $(date +%s) - t0 )) s" >>"$OUT/walls.txt"
@@ -134,9 +138,10 @@ for name in ("allreduce", "pkb13", "pkb15"):
         texts.append((name, level, p.get("text") or "(no text)", len(raw.get("kernels", [])),
                       len(raw.get("timeline", []))))
 print("\nWalls:\n\n```\n" + open(os.path.join(out, "walls.txt")).read() + "```\n")
-print("## ncu variants on the all-reduce (full level, 30 s cap)\n")
+print("## ncu variants (full level, 30 s cap; the all-reduce, nccl_unfiltered: "
+      "overlap_serial.cu on pkb/13)\n")
 print("| variant | profile | kernels from ncu | cost s | reason |\n|---|---|---|---|---|")
-for v in ("rank_tmpdir", "app_replay", "lockstep"):
+for v in ("rank_tmpdir", "app_replay", "lockstep", "nccl_unfiltered"):
     try:
         r = json.load(open(os.path.join(out, f"variant-{v}.json")))
         p = r.get("profile") or {}
