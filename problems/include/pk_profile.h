@@ -96,6 +96,11 @@ typedef struct pk_profile_data {
 
 void pk_profile_data_free(pk_profile_data *d);
 
+/* The most a profile keeps (what the candidate's process writes is data, and the store keeps
+ * it): beyond these the parsers stop with an error. */
+#define PK_PROFILE_MAX_INTERVALS 20000
+#define PK_PROFILE_MAX_KERNELS 4096
+
 /* Appends the kernels of one ncu CSV log (--csv --page raw; "==PROF==" lines and the
  * program's own output are skipped; the units row scales times to ns and bytes to bytes). */
 int pk_profile_ncu_csv_parse(const char *text, pk_profile_data *d, pk_error *err);

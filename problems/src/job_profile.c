@@ -175,6 +175,11 @@ static int read_traces(const char *dir, pk_profile_data *d, char *why, size_t wh
         files++;
     }
     closedir(dh);
+    if (!ok) { /* nothing of a timeline that did not parse is kept */
+        free(d->iv);
+        d->iv = NULL;
+        d->n_iv = 0;
+    }
     if (ok && !files)
         snprintf(why, why_cap, "the tracing library wrote nothing (not loaded)");
     if (ok && files && d->n_iv == 0)

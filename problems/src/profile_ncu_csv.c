@@ -165,6 +165,9 @@ typedef struct header {
 } header;
 
 static int push_kernel(pk_profile_data *d, const pk_prof_kernel *k, pk_error *err) {
+    if (d->n_kernels >= PK_PROFILE_MAX_KERNELS)
+        return pk_error_set(err, PK_ERR_INVALID, "ncu CSV: more than %d kernels",
+                            PK_PROFILE_MAX_KERNELS);
     if (d->n_kernels % 64 == 0) {
         pk_prof_kernel *m = realloc(d->kernels, (size_t)(d->n_kernels + 64) * sizeof *m);
         if (!m)

@@ -10,6 +10,9 @@
 #include <string.h>
 
 static int push(pk_profile_data *d, const pk_prof_interval *v, pk_error *err) {
+    if (d->n_iv >= PK_PROFILE_MAX_INTERVALS)
+        return pk_error_set(err, PK_ERR_INVALID, "trace: more than %d intervals",
+                            PK_PROFILE_MAX_INTERVALS);
     if (d->n_iv % 256 == 0) {
         pk_prof_interval *m = realloc(d->iv, (size_t)(d->n_iv + 256) * sizeof *m);
         if (!m)

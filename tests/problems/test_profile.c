@@ -209,6 +209,16 @@ static void test_trace_parse(void **state) {
     assert_non_null(strstr(err.message, "line 1"));
     assert_int_equal(pk_profile_trace_parse("X 0 7 1 2 what\n", &d, &err), PK_ERR_INVALID);
     pk_profile_data_free(&d);
+    /* What a process writes is capped: a flood of intervals is refused, not kept. */
+    pk_strbuf flood = {0};
+    for (int i = 0; i <= PK_PROFILE_MAX_INTERVALS; i++)
+        pk_strbuf_printf(&flood, "K 0 7 %d %d k\n", i, i + 1);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(pk_profile_trace_parse(flood.data, &d, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "more than 20000 intervals"));
+    assert_int_equal(d.n_iv, PK_PROFILE_MAX_INTERVALS);
+    pk_profile_data_free(&d);
+    pk_strbuf_free(&flood);
 }
 
 static void test_budget(void **state) {
