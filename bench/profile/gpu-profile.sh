@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 32's GPU pass, one device call on 2xH200 (about 5-6 minutes; it stops itself before
-# PASS_BUDGET_S, default 450): builds, then, four streams at once,
+# PASS_BUDGET_S, default 450): builds, then, five streams at once,
 #   - the correct all-reduce (collectives/allreduce), pkb/13 and pkb/15, each profiled at the
 #     summary and the full level (`pkgym check --profile L --trials 1 --skip-timing`): the result
 #     JSON, the feedback text, the SVG timeline and the cost in seconds of each;
 #   - ctest's problems_profile_gpu: the all-reduce timed then profiled, and the two hand-made
 #     overlap cases (overlap_serial.cu, overlap_streams.cu) with their overlap fractions;
+#   - ncu variants for kernels that wait on other ranks (below; VARIANTS=0 leaves them out);
 # and first the facts: ncu's version and which of the metrics the stage asks for it knows
 # (NVLink's nvltx/nvlrx included). Everything lands in $OUT (default build-gpu-logs/profile),
 # summed up in $OUT/profile-report.md for bench/results/.
@@ -15,7 +16,7 @@
 #
 # --timeout-ms 120000: a profiler run may hold the GPU locks for at most 3/4 of the run limit
 # (docs/feedback.md, "Profiles"), 90 s here; PROFILE_S bounds each profile (default 100 s).
-# The four streams share the two GPUs: the timing locks keep each profiled call alone on them,
+# The streams share the two GPUs: the timing locks keep each profiled call alone on them,
 # but a profile's cost includes its waits for the others' locked phases (said in the report).
 set -u
 cd "$(dirname "$0")/../.."
