@@ -80,7 +80,7 @@ static int list_candidates(const char *db_path, candidates *c, pk_error *err) {
 /* The reset options that give back the stored settings: null means "the default" there. */
 static json_t *options_of(const json_t *settings) {
     json_t *o = json_object();
-    const char *keys[] = {"reward", "stop_on_correct", "examples"};
+    const char *keys[] = {"reward", "stop_on_correct", "examples", "profile"};
     for (size_t i = 0; o && i < sizeof keys / sizeof *keys; i++) {
         json_t *v = json_object_get(settings, keys[i]);
         if (v)

@@ -7,8 +7,10 @@ on a GPU) and the next correct turn is skipped for the budget, said in the step'
 feedback and the stored result, while the verdict and the reward stay those of the timed run."""
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 
 from pkserver import SRC, Server, running
 
@@ -103,10 +105,32 @@ def server_options():
     expect("--profile-per-minute" in r.stdout and "profiling off" in r.stdout, "--help")
 
 
+def restart():
+    """An open episode keeps its profile level over a restart, even on a server restarted
+    without profiling: its budget of 0 then skips every profile (budget)."""
+    data = tempfile.mkdtemp(prefix="pkgym-profile-restart-")
+    try:
+        with running(Server("--profile-per-minute", "5", data_dir=data)) as srv:
+            c = srv.client()
+            ep = c.call("reset", problem=PROBLEM, max_turns=3,
+                        options={"profile": "summary"})["episode"]
+        with running(Server(data_dir=data)) as srv:
+            c = srv.client()
+            step = c.call("step", episode=ep, action=action("correct.cu"))
+            p = step["info"]["profile"]
+            expect(p["level"] == "summary", f"restored level: {p}")
+            expect(p["status"] == "skipped" and p["reason"].startswith("budget (0 profiles"),
+                   f"restored, no profiling here: {p}")
+            c.call("close", episode=ep)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def main():
     server_options()
     off_by_default()
     budget()
+    restart()
     print("profile option: ok")
 
 
