@@ -50,13 +50,44 @@ static int lane_of(const pk_profile_data *d, int rank, int stream, int *n_lanes)
     return at < 0 ? 0 : at;
 }
 
+/* Each rank's first start and its span. The ranks are separate processes: their clocks agree
+ * on one host (CUPTI's timestamps follow the host's), and then the lanes share one time axis;
+ * when their first starts lie further apart than 10 spans, they do not, and each lane starts at
+ * its rank's first operation (the title says so). */
+static int own_axes(const pk_profile_data *d, double *first) {
+    double lo = 0, hi = 0, span = 0;
+    int seen = 0;
+    for (int r = 0; r < d->world && r < 64; r++) {
+        double f = 0, l = 0;
+        int any = 0;
+        for (int i = 0; i < d->n_iv; i++)
+            if (d->iv[i].rank == r) {
+                f = !any || d->iv[i].start_ns < f ? d->iv[i].start_ns : f;
+                l = !any || d->iv[i].end_ns > l ? d->iv[i].end_ns : l;
+                any = 1;
+            }
+        first[r] = f;
+        if (!any)
+            continue;
+        lo = !seen || f < lo ? f : lo;
+        hi = !seen || f > hi ? f : hi;
+        span = l - f > span ? l - f : span;
+        seen = 1;
+    }
+    return seen && hi - lo > 10 * span;
+}
+
 char *pk_profile_svg(const pk_profile_data *d, const char *title) {
+    double first[64];
+    int own = own_axes(d, first);
     double t0 = 0, t1 = 0;
     for (int i = 0; i < d->n_iv; i++) {
-        if (i == 0 || d->iv[i].start_ns < t0)
-            t0 = d->iv[i].start_ns;
-        if (i == 0 || d->iv[i].end_ns > t1)
-            t1 = d->iv[i].end_ns;
+        int r = d->iv[i].rank;
+        double shift = own && r >= 0 && r < 64 ? first[r] : 0;
+        if (i == 0 || d->iv[i].start_ns - shift < t0)
+            t0 = d->iv[i].start_ns - shift;
+        if (i == 0 || d->iv[i].end_ns - shift > t1)
+            t1 = d->iv[i].end_ns - shift;
     }
     double scale = t1 > t0 ? (WIDTH - LEFT - 10) / (t1 - t0) : 0;
     double lane_y[65], y = TOP;
@@ -73,8 +104,8 @@ char *pk_profile_svg(const pk_profile_data *d, const char *title) {
                      "font-family=\"sans-serif\" font-size=\"11\">\n<text x=\"4\" y=\"16\">",
                      WIDTH, height);
     escaped(&b, title ? title : "profile");
-    pk_strbuf_printf(&b, " (%.1f us; blue compute, orange communication, grey copies)</text>\n",
-                     (t1 - t0) / 1e3);
+    pk_strbuf_printf(&b, " (%.1f us; blue compute, orange communication, grey copies%s)</text>\n",
+                     (t1 - t0) / 1e3, own ? "; each rank from its first operation" : "");
     for (int r = 0; r < d->world && r < 64; r++)
         pk_strbuf_printf(&b, "<text x=\"4\" y=\"%.1f\">rank %d</text>\n", lane_y[r] + LANE - 3, r);
     static const char *const fill[] = {"#4878d0", "#ee854a", "#999999"};
@@ -82,7 +113,7 @@ char *pk_profile_svg(const pk_profile_data *d, const char *title) {
         const pk_prof_interval *v = &d->iv[i];
         if (v->rank < 0 || v->rank >= d->world || v->rank >= 64)
             continue;
-        double x = LEFT + (v->start_ns - t0) * scale;
+        double x = LEFT + (v->start_ns - (own ? first[v->rank] : 0) - t0) * scale;
         double w = (v->end_ns - v->start_ns) * scale;
         double ly = lane_y[v->rank] + lane_of(d, v->rank, v->stream, NULL) * LANE;
         pk_strbuf_printf(&b,

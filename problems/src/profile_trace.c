@@ -1,6 +1,6 @@
 /* The parser of the trace files the injection library writes (problems/profiler/
  * pk_cupti_trace.c), one per process: "K|C|M <device> <stream> <start_ns> <end_ns> <name>".
- * Names are kept as their base (pk_profile_kernel_base). K: a kernel (NCCL kernels are
+ * Kernel names are kept as their base (pk_profile_kernel_base). K: a kernel (NCCL kernels are
  * communication), C: a peer copy (communication), M: another
  * copy or a memset. Lines starting with '#' are comments. */
 #include "pk_profile.h"
@@ -49,7 +49,10 @@ int pk_profile_trace_parse(const char *text, pk_profile_data *d, pk_error *err) 
                                 line);
         v.start_ns = (double)s;
         v.end_ns = (double)e;
-        pk_profile_kernel_base(line + used, v.name, sizeof v.name);
+        if (kind == 'K')
+            pk_profile_kernel_base(line + used, v.name, sizeof v.name);
+        else
+            snprintf(v.name, sizeof v.name, "%.95s", line + used);
         v.kind = kind == 'C'                         ? PK_PROF_COMM
                  : kind == 'M'                       ? PK_PROF_COPY
                  : pk_profile_kernel_is_comm(v.name) ? PK_PROF_COMM

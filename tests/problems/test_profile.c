@@ -202,6 +202,7 @@ static void test_trace_parse(void **state) {
     assert_int_equal(d.iv[5].kind, PK_PROF_COPY); /* memset */
     assert_int_equal(d.iv[8].kind, PK_PROF_COMM); /* peer copy */
     assert_int_equal(d.iv[8].stream, 21);
+    assert_string_equal(d.iv[8].name, "peer copy");
     assert_float_equal(pk_profile_overlap(d.iv, d.n_iv, 0).fraction, 0.5, 1e-12);
     assert_float_equal(pk_profile_overlap(d.iv, d.n_iv, 1).fraction, 0, 0);
     pk_error err;
@@ -383,6 +384,20 @@ static void test_json_round_trip_and_svg(void **state) {
     assert_int_equal(rects, d.n_iv);
     assert_non_null(strstr(svg, "fill=\"#ee854a\"")); /* communication */
     assert_non_null(strstr(svg, ">rank 1</text>"));
+    /* The fixtures' ranks start 1 ms apart for calls of 60-75 us: clocks that do not agree,
+     * so each lane starts at its rank's first operation (rank 1's first box at the left). */
+    assert_non_null(strstr(svg, "each rank from its first operation"));
+    assert_non_null(strstr(svg, "<rect x=\"70.00\" y=\"66.0\""));
+    free(svg);
+    /* Clocks that agree (starts 10 us apart): one time axis, rank 1's lane starts later. */
+    for (int i = 0; i < back.n_iv; i++)
+        if (back.iv[i].rank == 1) {
+            back.iv[i].start_ns -= 990000;
+            back.iv[i].end_ns -= 990000;
+        }
+    svg = pk_profile_svg(&back, "shared axis");
+    assert_null(strstr(svg, "each rank from its first operation"));
+    assert_null(strstr(svg, "<rect x=\"70.00\" y=\"66.0\""));
     free(svg);
     free(json);
     pk_profile_data_free(&back);
