@@ -22,6 +22,7 @@
 #define DEFAULT_PROFILE_S 120.0
 #define TRACE_MAX_BYTES ((size_t)16 << 20)
 #define TEXT_MAX_CHARS 1400
+#define PROFILER_PIDS 1024
 
 static double stage_limit_s(const pk_job *job, const pk_profile_budget *b) {
     if (job->opts.profile_timeout_s > 0)
@@ -128,6 +129,9 @@ static int profile_run(pk_job *job, const char *launcher, const int *gpus, int n
     l->so.wall_ms = (int)limit_ms;
     l->so.deadline_ms = NULL;
     l->so.keep_tail = 1;
+    /* ncu adds its frontend and threads in every rank to what the run has (default 256) */
+    if (n_prefix > 0 && l->so.pids < PROFILER_PIDS)
+        l->so.pids = PROFILER_PIDS;
     pk_sandbox_result sr;
     if (pk_harness_spawn(&l->so, argv, &sr, &err)) {
         put(why, why_cap, err.message);
