@@ -3,6 +3,9 @@
 
 install(TARGETS pkgym RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS pk-runner pk_summarizer_hook_host RUNTIME DESTINATION ${PK_INSTALL_LIBEXECDIR})
+if(TARGET pk-cupti-trace) # the profile stage looks for it next to pk-runner
+  install(TARGETS pk-cupti-trace LIBRARY DESTINATION ${PK_INSTALL_LIBEXECDIR})
+endif()
 
 # Problems: one module per <suite>/<id>/problem.cu (problems/CMakeLists.txt), and the suites'
 # definitions (meta.json, prompt.md, reference solutions) with hardware.json.

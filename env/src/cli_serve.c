@@ -16,7 +16,7 @@
 #include "pk_stop_signals.h"
 #include "server.h"
 
-#define N_OPTS 41
+#define N_OPTS 44
 
 /* The defaults that are known only at run time, for the help text. */
 static char help_bind[128], help_problems[1200], help_modules[1200], help_data[256],
@@ -162,6 +162,23 @@ static void options(pk_server_opts *o, pk_opt t[N_OPTS]) {
          .metavar = "S",
          .help = "a cached baseline older than S seconds is measured again\n(default 86400)",
          .dest = &o->baseline_max_age_s},
+        {.type = PK_OPT_SECTION, .help = "Profiles (docs/feedback.md, \"Profiles\"):"},
+        {.type = PK_OPT_INT,
+         .name = "--profile-per-minute",
+         .metavar = "N",
+         .help = "at most N profiles (reset's options.profile) start per\n"
+                 "minute on this server; over it a step says profile skipped\n"
+                 "(budget) (default 0: profiling off, options.profile refused)",
+         .dest = &o->profile_per_minute,
+         .lo = 0,
+         .hi = 600},
+        {.type = PK_OPT_SECONDS,
+         .name = "--profile-seconds",
+         .metavar = "S",
+         .help = "time limit of one profile, both profiler runs (default 120)",
+         .dest = &o->profile_seconds,
+         .lo = 1,
+         .hi = 600},
         {.type = PK_OPT_SECTION, .help = "Remote workers (docs/scale-out.md):"},
         {.type = PK_OPT_STR_LIST,
          .name = "--worker-bind",

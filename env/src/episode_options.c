@@ -2,6 +2,7 @@
 #include "episode_options.h"
 
 #include "episode_examples.h"
+#include "pk_profile.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -160,20 +161,40 @@ static int apply_check(pk_episode *e, const json_t *check, json_t *settings, pk_
     return PK_OK;
 }
 
+/* options.profile: "none" (the default), "summary" or "full" (docs/feedback.md, "Profiles").
+ * After apply_check, which resets e->eval. */
+static int apply_profile(pk_episode *e, const json_t *v, int profiling_on, json_t *settings,
+                         pk_error *err) {
+    int level = PK_PROFILE_NONE;
+    if (v) {
+        level = json_is_string(v) ? pk_profile_level_parse(json_string_value(v)) : -1;
+        if (level < 0)
+            return pk_error_set(err, PK_ERR_INVALID,
+                                "options.profile must be one of \"none\", \"summary\", \"full\"");
+        if (level > PK_PROFILE_NONE && !profiling_on)
+            return pk_error_set(err, PK_ERR_INVALID,
+                                "options.profile: profiling is off on this server (its operator "
+                                "turns it on with pkgym serve --profile-per-minute N)");
+    }
+    e->eval.profile = level;
+    json_object_set_new(settings, "profile", json_string(pk_profile_level_name(level)));
+    return PK_OK;
+}
+
 int pk_episode_apply_options(pk_episode *e, const json_t *options,
                              const pk_reward_config *reward_default, const json_t *feedback_default,
                              const pk_hook_registry *hooks, const char *templates_dir,
-                             pk_error *err) {
+                             int profiling_on, pk_error *err) {
     if (options && !json_is_object(options))
         return pk_error_set(err, PK_ERR_INVALID, "field 'options' must be a map");
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)options, key, v) {
         if (strcmp(key, "reward") && strcmp(key, "feedback") && strcmp(key, "check") &&
-            strcmp(key, "stop_on_correct") && strcmp(key, "examples"))
+            strcmp(key, "stop_on_correct") && strcmp(key, "examples") && strcmp(key, "profile"))
             return pk_error_set(err, PK_ERR_INVALID,
                                 "options.%s: unknown key (reward, feedback, check, "
-                                "stop_on_correct, examples)",
+                                "stop_on_correct, examples, profile)",
                                 key);
     }
     json_t *stop = json_object_get(options, "stop_on_correct");
@@ -191,6 +212,8 @@ int pk_episode_apply_options(pk_episode *e, const json_t *options,
         rc = apply_check(e, json_object_get(options, "check"), settings, err);
     if (!rc)
         rc = pk_episode_examples_option(e, json_object_get(options, "examples"), settings, err);
+    if (!rc)
+        rc = apply_profile(e, json_object_get(options, "profile"), profiling_on, settings, err);
     if (rc) {
         json_decref(settings);
         return rc;

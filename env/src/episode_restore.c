@@ -80,7 +80,7 @@ static int list_candidates(const char *db_path, candidates *c, pk_error *err) {
 /* The reset options that give back the stored settings: null means "the default" there. */
 static json_t *options_of(const json_t *settings) {
     json_t *o = json_object();
-    const char *keys[] = {"reward", "stop_on_correct", "examples"};
+    const char *keys[] = {"reward", "stop_on_correct", "examples", "profile"};
     for (size_t i = 0; o && i < sizeof keys / sizeof *keys; i++) {
         json_t *v = json_object_get(settings, keys[i]);
         if (v)
@@ -142,8 +142,10 @@ static pk_episode *rebuild(pk_server *s, const pk_store_episode *st, char *why, 
     pk_error_clear(&err);
     int rc = !e || !options
                  ? PK_ERR_INVALID
+                 /* profiling_on: a restarted server without profiling still restores the
+                  * episode; its budget of 0 then skips every profile (budget) */
                  : pk_episode_apply_options(e, options, &s->reward_default, s->feedback_default,
-                                            s->hooks, s->opts.templates_dir, &err);
+                                            s->hooks, s->opts.templates_dir, 1, &err);
     json_decref(options);
     if (rc) {
         snprintf(why, cap, "its stored settings no longer apply: %s",

@@ -159,7 +159,7 @@ void pk_op_reset(pk_call *c) {
         return;
     }
     int rc = pk_episode_apply_options(e, options, &s->reward_default, s->feedback_default, s->hooks,
-                                      s->opts.templates_dir, &err);
+                                      s->opts.templates_dir, s->opts.profile_per_minute > 0, &err);
     json_decref(options);
     if (rc) {
         pk_call_error(c, rc == PK_ERR_INVALID ? PK_E_BAD_REQUEST : PK_E_INTERNAL, "%s",

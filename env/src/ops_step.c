@@ -84,6 +84,27 @@ static json_t *step_info_base(const pk_episode *e, const pk_eval_result *r,
     return info;
 }
 
+/* What became of the profile the episode asks for (docs/feedback.md, "Profiles"): never a
+ * failure of the step. text: the feedback's lines; raw: every kernel and interval (the store
+ * keeps it too), left out (null, raw_omitted) above PROFILE_INFO_RAW_MAX bytes. */
+#define PROFILE_INFO_RAW_MAX (256 << 10)
+static json_t *profile_info(const pk_episode *e, const pk_eval_result *r) {
+    const pk_profile_result *p = &r->profile;
+    const char *status = p->status[0] ? p->status : "skipped";
+    const char *reason = p->status[0] ? p->reason
+                         : r->status != PK_STATUS_CORRECT
+                             ? "not correct (only correct candidates are profiled)"
+                             : "this evaluator does not profile (remote workers: not yet)";
+    int omit = p->raw && strlen(p->raw) > PROFILE_INFO_RAW_MAX;
+    json_t *raw = p->raw && !omit ? json_loads(p->raw, 0, NULL) : NULL;
+    return json_pack(
+        "{s:s, s:s, s:o, s:o, s:o, s:o, s:b}", "level", pk_profile_level_name(e->eval.profile),
+        "status", status, "reason", text_json(reason), "cost_s",
+        p->status[0] && strcmp(p->status, "skipped") ? json_real(p->cost_s) : json_null(), "text",
+        p->text ? text_json(p->text) : json_null(), "raw", raw ? raw : json_null(), "raw_omitted",
+        omit);
+}
+
 /* With both rooflines of the problem on this GPU (docs/problems.md), null when it has none. */
 static json_t *step_info(const pk_episode *e, const pk_eval_result *r,
                          const pk_reward_parts *parts) {
@@ -97,6 +118,8 @@ static json_t *step_info(const pk_episode *e, const pk_eval_result *r,
                                                           : json_null());
         /* the model the turn was measured on; speedups compare within one model */
         json_object_set_new(info, "gpu", r->gpu_name[0] ? text_json(r->gpu_name) : json_null());
+        if (e->eval.profile > 0)
+            json_object_set_new(info, "profile", profile_info(e, r));
     }
     return info;
 }
@@ -436,6 +459,8 @@ void pk_op_step(pk_call *c) {
     opts.seed = pk_splitmix64((uint64_t)e->seed ^ pk_splitmix64((uint64_t)e->n_turns + 1));
     if (!opts.seed)
         opts.seed = 1;
+    opts.profile_budget = &s->profile_budget; /* one budget for the server's GPU slots */
+    opts.profile_timeout_s = s->opts.profile_seconds;
     uint64_t ticket;
     int rc = pk_evaluator_submit(&s->ev, e->problem, p->turn.code, &opts, e->gpu_model, p, &ticket,
                                  &err);

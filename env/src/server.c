@@ -204,7 +204,12 @@ int pk_server_init(pk_server *s, const pk_server_opts *o, volatile sig_atomic_t 
     s->started_ms = pk_now_ms();
     s->next_expiry_ms = s->started_ms + EXPIRY_PERIOD_MS;
     s->max_request_bytes = o->max_action_bytes + (256u << 10);
-    int rc = pk_problem_set_load(o->problems_dir, o->modules_dir, &s->problems, err);
+    int rc =
+        pk_profile_budget_init(&s->profile_budget, o->profile_per_minute, o->profile_seconds, err);
+    if (rc)
+        return rc;
+    s->profile_budget_ready = 1;
+    rc = pk_problem_set_load(o->problems_dir, o->modules_dir, &s->problems, err);
     if (rc)
         return rc;
     if ((rc = pk_server_settings_load(s, err)))
@@ -282,7 +287,10 @@ void pk_server_free(pk_server *s) {
         }
         s->episodes.bucket[b] = NULL;
     }
-    pk_evaluator_free(&s->ev);
+    pk_evaluator_free(&s->ev); /* no job asks the budget after this */
+    if (s->profile_budget_ready)
+        pk_profile_budget_destroy(&s->profile_budget);
+    s->profile_budget_ready = 0;
     pk_store_writer_stop(s->writer); /* only set here when init failed half-way */
     pk_store_close(s->reader);
     pk_journal_close(s->journal);

@@ -27,4 +27,6 @@ void pk_server_opts_default(pk_server_opts *o) {
     o->max_episode_bytes = (size_t)64 << 20;
     o->max_client_bytes = (size_t)1 << 30;
     o->max_held_bytes = (size_t)4 << 30;
+    o->profile_per_minute = 0;
+    o->profile_seconds = 120;
 }

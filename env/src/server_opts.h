@@ -51,6 +51,10 @@ typedef struct pk_server_opts {
     size_t max_episode_bytes; /* what one episode may hold in memory */
     size_t max_client_bytes;  /* ... all episodes of one client */
     size_t max_held_bytes;    /* ... all episodes */
+    /* The profile stage (docs/feedback.md, "Profiles"): profiles that may start per minute
+     * (0: profiling off, the default) and the time limit of each. */
+    int profile_per_minute;
+    double profile_seconds;
 } pk_server_opts;
 
 void pk_server_opts_default(pk_server_opts *o);

@@ -15,6 +15,7 @@
 #include "pk_archive.h"
 #include "pk_curve.h"
 #include "pk_problems.h"
+#include "pk_profile.h"
 #include "pk_reward.h"
 #include "pk_store.h"
 #include "pk_summarizer.h"
@@ -64,6 +65,8 @@ typedef struct pk_server {
     pk_presence *presence; /* which clients are still connected */
     json_t *gpus;          /* [{index, name, memory_mib}] */
     pk_episode_table episodes;
+    pk_profile_budget profile_budget; /* opts.profile_per_minute, shared by every GPU slot */
+    int profile_budget_ready;
     pk_server_counters n;
     double started_ms;
     double next_expiry_ms; /* when idle episodes are next expired */

@@ -85,6 +85,17 @@ typedef struct pk_baseline_used {
     int cached;         /* 1: from the baseline cache (the reference was not timed this step) */
 } pk_baseline_used;
 
+/* The profile stage's outcome (pk_profile.h, docs/feedback.md "Profiles"). Never part of the
+ * verdict or the reward: a profiler failure is ours and is reported here only. */
+typedef struct pk_profile_result {
+    int level;       /* enum pk_profile_level asked for; 0: no profile was asked */
+    char status[12]; /* "ok", "partial" (one profiler failed), "error", "skipped"; "" none */
+    char reason[400];
+    double cost_s; /* wall time of the stage (both profiler runs) */
+    char *text;    /* owned: the lines the feedback shows; NULL when none */
+    char *raw;     /* owned: pk_profile_data_to_json, for the store; NULL when none */
+} pk_profile_result;
+
 typedef struct pk_eval_result {
     pk_status status;
     char reason[512]; /* one line: why this status (error, rule, mismatch summary) */
@@ -124,6 +135,7 @@ typedef struct pk_eval_result {
     char *compile_log; /* owned; NULL if not compiled */
     char *stdout_tail; /* owned; candidate output is feedback only, never parsed */
     char *stderr_tail; /* owned */
+    pk_profile_result profile;
 } pk_eval_result;
 
 void pk_eval_result_init(pk_eval_result *r);
@@ -171,6 +183,13 @@ typedef struct pk_eval_opts {
      * the gpus given to the run (none by default). no_locks: take none. */
     const char *lock_dir;
     int no_locks;
+    /* The profile stage (docs/feedback.md, "Profiles"): enum pk_profile_level, 0 none. Runs
+     * after the timed run for a `correct` verdict only, if profile_budget (shared by every job
+     * of the server; NULL: unlimited) allows; profile_timeout_s bounds it (0: the budget's
+     * seconds per profile, else 120). */
+    int profile;
+    struct pk_profile_budget *profile_budget;
+    double profile_timeout_s;
 } pk_eval_opts;
 
 void pk_eval_opts_default(pk_eval_opts *o);

@@ -49,6 +49,8 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->world = atoi(argv[++i]);
         } else if (!strcmp(a, "--skip-timing")) {
             o->skip_timing = 1;
+        } else if (!strcmp(a, "--profile-call")) {
+            o->profile_call = 1;
         } else if (!strcmp(a, "--skip-reference-timing")) {
             o->skip_reference_timing = 1;
         } else if (!strcmp(a, "--wait-go")) {

@@ -60,6 +60,10 @@ typedef struct rn_opts {
      * harness passes it, from the operator's environment (PKGYM_FAKE_SETUP_FAILURE*). */
     int fake_setup_failure;
     int regime; /* --regime: every input draws this regime where allowed; -1: secret */
+    /* The profile stage's runs (docs/feedback.md, "Profiles"): after the trials, one warm-up
+     * call and one call bracketed by profile_range, under the GPU locks held exclusively.
+     * The harness passes --skip-timing with it: nothing of such a run is timed. */
+    int profile_call;
 } rn_opts;
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
@@ -154,6 +158,9 @@ typedef struct rn_backend {
     int (*rms)(struct rn_backend *b, const void *p, pk_dtype t, size_t count, double *out);
     int (*setup_arena)(struct rn_backend *b, pk_ctx *ctx, size_t bytes);
     void (*fini)(struct rn_backend *b, pk_ctx *ctx);
+    /* --profile-call: brackets the profiled call for the profilers (cudaProfilerStart/Stop);
+     * NULL on the host backend. */
+    int (*profile_range)(struct rn_backend *b, int on);
     size_t l2_bytes;
 } rn_backend;
 

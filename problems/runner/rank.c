@@ -5,10 +5,12 @@
 #include "rn_gpu_lock.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void *rn_arg_ptr(rank_state *rs, int slot, int i) {
@@ -528,6 +530,36 @@ static void run_timing(rank_state *rs, rn_report *rep, rank_step *all) {
     record_guards(rs, all, rep);
 }
 
+/* --profile-call: one warm-up call (module loading, the candidate's first-call set-up), then
+ * one call between profile_range(1) and profile_range(0), under the locks held exclusively so
+ * that no other job's kernels share the GPUs with it. Its output is checked like a trial's. */
+static void run_profile_call(rank_state *rs, rn_report *rep, rank_step *all) {
+    rank_step st = {0};
+    int slot = rs->plan.trial_slot[rs->plan.trials];
+    if (rn_gpu_phase_begin(rs, RN_LOCK_EXCLUSIVE, &st) == 0 &&
+        rn_check_trial(rs, RN_KEY_POST_TIMING, slot, &st) == 0 &&
+        rn_fill_slot(rs, slot, RN_KEY_POST_TIMING + 1, &st) == 0) {
+        pk_problem_call c;
+        rn_make_call(rs, slot, 0, &c);
+        if (rs->g->barrier(rs->g))
+            rn_fail(&st, "rank barrier failed");
+        else if (rs->b.profile_range && rs->b.profile_range(&rs->b, 1))
+            rn_fail(&st, "%s", rs->b.error);
+        else {
+            int rc = rn_call_candidate(rs, &c);
+            int sync_rc = rs->b.sync(&rs->b);
+            if (rs->b.profile_range && rs->b.profile_range(&rs->b, 0) && !rc && !sync_rc)
+                rn_fail(&st, "%s", rs->b.error);
+            if (rc)
+                rn_fail(&st, "%s returned %d on rank %d", rs->p->entry, rc, rs->ctx.rank);
+            else if (sync_rc)
+                rn_fail(&st, "CUDA error after the solution ran: %s", rs->b.error);
+        }
+    }
+    rn_gpu_phase_end(rs);
+    phase_failed(rs, &st, rep, all);
+}
+
 static void run_rank(rank_state *rs, rn_report *rep) {
     static rank_step all[PK_MAX_RANKS];
     rank_step st = {0};
@@ -543,6 +575,8 @@ static void run_rank(rank_state *rs, rn_report *rep) {
     rep->ok = 1;
     if (all_passed && !rs->o->skip_timing)
         run_timing(rs, rep, all);
+    if (all_passed && rs->o->profile_call)
+        run_profile_call(rs, rep, all);
 }
 
 /* The secret seed comes in a file the harness wrote, never on the command line, so that it is
@@ -561,9 +595,26 @@ int rn_read_seed(rn_opts *o) {
     return 0;
 }
 
+/* Measurements of the profile stage only (PKGYM_PROFILE_RANK_TMPDIR=1, passed by the harness):
+ * each rank of a profiled run gets its own TMPDIR before CUDA starts. Nsight Compute serializes
+ * kernel profiling across the processes that share its lock file ($TMPDIR/nsight-compute-lock),
+ * which makes a kernel that waits for another rank wait forever; whether per-rank lock files
+ * are safe is what bench/profile/gpu-profile.sh measures. */
+static void rank_tmpdir(const rn_opts *o, int rank) {
+    const char *on = getenv("PKGYM_PROFILE_RANK_TMPDIR");
+    if (!o->profile_call || !on || strcmp(on, "1") != 0)
+        return;
+    const char *base = getenv("TMPDIR");
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/pk-rank%d", base && *base ? base : "/tmp", rank);
+    if (mkdir(dir, 0700) == 0 || errno == EEXIST)
+        setenv("TMPDIR", dir, 1);
+}
+
 int rn_rank_main(rn_opts *o, rn_group *g) {
     static rank_state rs;
     static rn_report rep;
+    rank_tmpdir(o, g->rank);
     memset(&rs, 0, sizeof rs);
     memset(&rep, 0, sizeof rep);
     rs.o = o;

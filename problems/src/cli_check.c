@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pk_opts.h"
+#include "pk_profile.h"
 
 /* --launcher: the problem's launchers are fork and mpi. */
 static int parse_launcher(const char *cmd, const char *name, const char *value, void *dest) {
@@ -46,13 +47,25 @@ static int parse_regime(const char *cmd, const char *name, const char *value, vo
     return 0;
 }
 
+/* --profile: none, summary or full (docs/feedback.md, "Profiles"). */
+static int parse_profile(const char *cmd, const char *name, const char *value, void *dest) {
+    int level = pk_profile_level_parse(value);
+    if (level < 0) {
+        fprintf(stderr, "pkgym %s: %s wants none, summary or full, got '%s'\n", cmd, name, value);
+        return -1;
+    }
+    *(int *)dest = level;
+    return 0;
+}
+
 typedef struct check_args {
-    const char *id, *dump;
+    const char *id, *dump, *svg;
     int json;
+    double profile_s;
     pk_eval_opts o;
 } check_args;
 
-enum { N_OPTS = 18 };
+enum { N_OPTS = 21 };
 
 static void options_table(pk_opt *t, check_args *a) {
     pk_eval_opts *o = &a->o;
@@ -156,6 +169,25 @@ static void options_table(pk_opt *t, check_args *a) {
                  "/tmp/pkgym-locks-<uid>)",
          .dest = &o->lock_dir},
         {.type = PK_OPT_FLAG, .name = "--no-locks", .help = "take no locks", .dest = &o->no_locks},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--profile",
+         .metavar = "LEVEL",
+         .help = "after a correct verdict, profile one call (none, summary,\n"
+                 "full; docs/feedback.md, \"Profiles\"); never changes the verdict",
+         .dest = &o->profile,
+         .parse = parse_profile},
+        {.type = PK_OPT_SECONDS,
+         .name = "--profile-seconds",
+         .metavar = "S",
+         .help = "time limit of the profile (default 120)",
+         .dest = &a->profile_s,
+         .lo = 1,
+         .hi = 600},
+        {.type = PK_OPT_STR,
+         .name = "--profile-svg",
+         .metavar = "FILE",
+         .help = "write the profile's timeline as SVG to FILE",
+         .dest = &a->svg},
     };
     memcpy(t, rows, sizeof rows);
 }
@@ -231,8 +263,36 @@ static void print_feedback(const pk_eval_result *r) {
         printf("--- compile log ---\n%s\n", r->compile_log);
     if (r->stdout_tail && *r->stdout_tail)
         printf("--- stdout (tail; feedback only) ---\n%s\n", r->stdout_tail);
+    if (r->profile.level > 0) {
+        printf("profile: %s, %s%s%s (%.1f s)\n", pk_profile_level_name(r->profile.level),
+               r->profile.status[0] ? r->profile.status : "none", r->profile.reason[0] ? ": " : "",
+               r->profile.reason, r->profile.cost_s);
+        if (r->profile.text)
+            printf("%s", r->profile.text);
+    }
     if (r->stderr_tail && *r->stderr_tail)
         printf("--- stderr (tail) ---\n%s\n", r->stderr_tail);
+}
+
+/* --profile-svg: the timeline of the profiled call; an empty timeline when there was none. */
+static int write_svg(const pk_eval_result *r, const pk_problem *p, const char *path) {
+    pk_profile_data d;
+    pk_error err;
+    memset(&d, 0, sizeof d);
+    if (r->profile.raw && pk_profile_data_from_json(r->profile.raw, &d, &err)) {
+        fprintf(stderr, "pkgym check: %s\n", err.message);
+        return 1;
+    }
+    char title[200];
+    snprintf(title, sizeof title, "%s, one call, %s", pk_problem_id(p),
+             r->profile.status[0] ? r->profile.status : "no profile");
+    char *svg = pk_profile_svg(&d, title);
+    int rc = svg ? pk_write_file(path, svg, strlen(svg), &err) : PK_ERR_NOMEM;
+    if (rc)
+        fprintf(stderr, "pkgym check: cannot write %s\n", path);
+    free(svg);
+    pk_profile_data_free(&d);
+    return rc != PK_OK;
 }
 
 int pk_cmd_check(int argc, char **argv) {
@@ -244,6 +304,7 @@ int pk_cmd_check(int argc, char **argv) {
     if (prc)
         return prc == 1 ? 0 : 2;
     pk_eval_opts o = a.o;
+    o.profile_timeout_s = a.profile_s;
     const char *id = a.id, *dump = a.dump;
     int json = a.json;
     if (dump) {
@@ -287,6 +348,8 @@ int pk_cmd_check(int argc, char **argv) {
     } else {
         print_feedback(&res);
     }
+    if (!rc && a.svg && write_svg(&res, p, a.svg))
+        rc = 1;
     pk_eval_result_free(&res);
     free(source);
     pk_problem_set_free(set);

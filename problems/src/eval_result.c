@@ -15,6 +15,9 @@ void pk_eval_result_free(pk_eval_result *r) {
     free(r->stdout_tail);
     free(r->stderr_tail);
     r->compile_log = r->stdout_tail = r->stderr_tail = NULL;
+    free(r->profile.text);
+    free(r->profile.raw);
+    r->profile.text = r->profile.raw = NULL;
 }
 
 int pk_eval_result_add_check(pk_eval_result *r, const char *name, int passed, const char *fmt,

@@ -2,6 +2,7 @@
 #include "pk_harness.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,32 @@ static json_t *trial_to_json(const pk_trial_verdict *t) {
     return json_pack("{s:b,s:f,s:f,s:b,s:i,s:o}", "passed", t->passed, "max_abs_err",
                      t->max_abs_err, "max_rel_err", t->max_rel_err, "inputs_modified",
                      t->inputs_modified, "n_mismatch", t->n_mismatch, "mismatch", mm);
+}
+
+/* Only when a profile was asked for: results without one keep their old form. */
+static json_t *profile_to_json(const pk_profile_result *p) {
+    static const char *const levels[] = {"none", "summary", "full"};
+    json_t *raw = p->raw ? json_loads(p->raw, 0, NULL) : NULL;
+    return json_pack("{s:s,s:s,s:o,s:f,s:o,s:o}", "level",
+                     levels[p->level >= 0 && p->level < 3 ? p->level : 0], "status",
+                     p->status[0] ? p->status : "none", "reason", text(p->reason), "cost_s",
+                     p->cost_s, "text", text(p->text), "raw", raw ? raw : json_null());
+}
+
+static void profile_from_json(const json_t *o, pk_profile_result *p) {
+    if (!json_is_object(o))
+        return;
+    const char *level = json_string_value(json_object_get(o, "level"));
+    p->level = !level ? 0 : !strcmp(level, "summary") ? 1 : !strcmp(level, "full") ? 2 : 0;
+    const char *status = json_string_value(json_object_get(o, "status"));
+    snprintf(p->status, sizeof p->status, "%s", status && strcmp(status, "none") ? status : "");
+    const char *reason = json_string_value(json_object_get(o, "reason"));
+    snprintf(p->reason, sizeof p->reason, "%s", reason ? reason : "");
+    p->cost_s = json_number_value(json_object_get(o, "cost_s"));
+    const char *t = json_string_value(json_object_get(o, "text"));
+    p->text = t ? strdup(t) : NULL;
+    json_t *raw = json_object_get(o, "raw");
+    p->raw = json_is_object(raw) ? json_dumps(raw, JSON_COMPACT) : NULL;
 }
 
 char *pk_eval_result_to_json(const pk_eval_result *r) {
@@ -74,6 +101,8 @@ char *pk_eval_result_to_json(const pk_eval_result *r) {
                                   b->us <= 0  ? "none"
                                   : b->cached ? "cached"
                                               : "measured"));
+    if (r->profile.level > 0)
+        json_object_set_new(o, "profile", profile_to_json(&r->profile));
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(o);
     return text;
@@ -210,6 +239,7 @@ int pk_eval_result_from_json(const char *json, pk_eval_result *r, pk_error *err)
     r->compile_log = dup_str(o, "compile_log");
     r->stdout_tail = dup_str(o, "stdout_tail");
     r->stderr_tail = dup_str(o, "stderr_tail");
+    profile_from_json(json_object_get(o, "profile"), &r->profile);
     json_decref(o);
     return PK_OK;
 }

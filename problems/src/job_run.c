@@ -119,7 +119,7 @@ static void remove_run_markers(const pk_job *job) {
     unlink(job->result_path);
 }
 
-static int build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
+int pk_job_build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
                         pk_job_launch *l, pk_error *err) {
     const pk_problem *p = job->p;
     memset(l, 0, sizeof *l);
@@ -292,7 +292,7 @@ int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {
     pk_job_warm_state *w = calloc(1, sizeof *w);
     if (!w)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    rc = build_launch(job, launcher, gpus, n_gpus, 1, &w->launch, err);
+    rc = pk_job_build_launch(job, launcher, gpus, n_gpus, 1, &w->launch, err);
     if (rc) {
         free(w);
         return rc;
@@ -362,6 +362,8 @@ static int run_warm(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
     w->sr.wall_ms = res->stages.run_ms; /* what the verdict reports: the run from go */
     rc = pk_job_classify_run(job, &w->sr, res, err);
     warm_free(job);
+    if (rc == PK_OK)
+        pk_job_profile(job, gpus, n_gpus, res);
     return rc;
 }
 
@@ -386,7 +388,7 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     pk_job_launch *l = malloc(sizeof *l);
     if (!l)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
-    rc = build_launch(job, launcher, gpus, n_gpus, 0, l, err);
+    rc = pk_job_build_launch(job, launcher, gpus, n_gpus, 0, l, err);
     if (rc) {
         free(l);
         return rc;
@@ -409,5 +411,7 @@ int pk_job_run(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res, pk
     if (rc == PK_OK)
         rc = pk_job_classify_run(job, &sr, res, err);
     pk_harness_spawn_free(&sr);
+    if (rc == PK_OK)
+        pk_job_profile(job, gpus, n_gpus, res);
     return rc;
 }

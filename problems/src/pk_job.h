@@ -63,6 +63,13 @@ int pk_job_check_symbols(pk_job *job, pk_eval_result *res, pk_error *err);
 int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result *res,
                         pk_error *err);
 
+/* Fills l for one run of pk-runner (the run stage's, or the profile stage's). */
+int pk_job_build_launch(pk_job *job, const char *launcher, const int *gpus, int n_gpus, int warm,
+                        pk_job_launch *l, pk_error *err);
+/* The profile stage (job_profile.c): after a run judged correct, when job->opts.profile asks.
+ * Never fails the step: whatever happens goes to res->profile. */
+void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *res);
+
 /* Warm run: writes the abort marker, ends the sandbox and joins. No-op when not warm. */
 void pk_job_warm_abort(pk_job *job);
 

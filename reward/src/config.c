@@ -144,7 +144,7 @@ int pk_reward_config_merge_json(pk_reward_config *c, const char *json, pk_error 
 }
 
 static const char *const settings_keys[] = {
-    "feedback", "check", "stop_on_correct", "max_turns", "seed", "seed_source", "group"};
+    "feedback", "check", "stop_on_correct", "max_turns", "seed", "seed_source", "group", "profile"};
 
 int pk_reward_config_merge_user_json(pk_reward_config *c, const char *json, pk_error *err) {
     json_t *root = parse(json, "reward config", err);

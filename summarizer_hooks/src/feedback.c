@@ -239,6 +239,25 @@ static char *fb_correct(const pk_summarizer *s, const pk_eval_result *r) {
     return text;
 }
 
+/* The profile stage's lines after a correct verdict (docs/feedback.md, "Profiles"): its text,
+ * or one line saying why there is none; nothing when no profile was asked for. */
+static char *with_profile(char *text, const pk_eval_result *r) {
+    const pk_profile_result *p = &r->profile;
+    if (!text || p->level <= 0 || !p->status[0])
+        return text;
+    pk_strbuf sb = {0};
+    pk_strbuf_puts(&sb, text);
+    if (p->text && p->text[0])
+        pk_strbuf_printf(&sb, "\n\n%s", p->text);
+    if (!strcmp(p->status, "partial") || !strcmp(p->status, "error"))
+        pk_strbuf_printf(&sb, "\n(Profiler trouble, on our side, not your kernel's: %.240s)",
+                         p->reason);
+    else if (!strcmp(p->status, "skipped") && !strncmp(p->reason, "budget", 6))
+        pk_strbuf_puts(&sb, "\n\nProfile: skipped this turn (the server's profile budget).");
+    free(text);
+    return pk_strbuf_take(&sb);
+}
+
 char *pk_builtin_feedback(const pk_summarizer *s, const pk_eval_result *r) {
     char *text = NULL;
     switch (r->status) {
@@ -266,7 +285,7 @@ char *pk_builtin_feedback(const pk_summarizer *s, const pk_eval_result *r) {
         text = fb_incorrect(s, r);
         break;
     case PK_STATUS_CORRECT:
-        text = fb_correct(s, r);
+        text = with_profile(fb_correct(s, r), r);
         break;
     default: {
         pk_strbuf sb = {0};

@@ -375,7 +375,7 @@ static void user_config_shapes(void **state) {
             &c,
             "{\"reward\":{\"gamma\":0.9,\"mode\":\"max\"},\"feedback\":{\"budget_tokens\":10},"
             "\"check\":{},\"stop_on_correct\":false,\"max_turns\":4,\"seed\":3,"
-            "\"seed_source\":\"client\",\"group\":null}",
+            "\"seed_source\":\"client\",\"group\":null,\"profile\":\"none\"}",
             &err),
         PK_OK);
     assert_near(c.gamma, 0.9, EPS);

@@ -233,6 +233,45 @@ static void test_cached_baseline(void **state) {
     pk_summarizer_free(s);
 }
 
+/* A correct turn's profile (docs/feedback.md, "Profiles"): its text after the verdict; a
+ * profiler failure said to be ours; a budget skip in one line; nothing when none was asked. */
+static void test_profile_lines(void **state) {
+    (void)state;
+    pk_summarizer *s = NULL;
+    assert_int_equal(pk_summarizer_create(NULL, NULL, &s, NULL), PK_OK);
+    pk_eval_result r;
+    sample_fill(&r, SAMPLE_CORRECT);
+    char *plain = pk_summarizer_feedback(s, &r, NULL);
+    r.profile.level = 2;
+    snprintf(r.profile.status, sizeof r.profile.status, "ok");
+    r.profile.text = strdup("Profile (full, 2 ranks, one call):\n- slowest rank: 1, 75.0 us\n");
+    char *fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_true(strncmp(fb, plain, strlen(plain)) == 0); /* the verdict's text comes first */
+    assert_non_null(strstr(fb, "\n\nProfile (full, 2 ranks, one call):\n- slowest rank: 1"));
+    assert_null(strstr(fb, "Profiler trouble"));
+    free(fb);
+    snprintf(r.profile.status, sizeof r.profile.status, "partial");
+    snprintf(r.profile.reason, sizeof r.profile.reason, "metrics: timed out after 45 s");
+    fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_non_null(strstr(fb, "- slowest rank: 1"));
+    assert_non_null(strstr(fb, "(Profiler trouble, on our side, not your kernel's: metrics: "
+                               "timed out after 45 s)"));
+    free(fb);
+    free(r.profile.text);
+    r.profile.text = NULL;
+    snprintf(r.profile.status, sizeof r.profile.status, "skipped");
+    snprintf(r.profile.reason, sizeof r.profile.reason, "budget (2 profiles per minute)");
+    fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_non_null(strstr(fb, "Profile: skipped this turn (the server's profile budget)."));
+    free(fb);
+    r.profile.level = 0; /* no profile asked: the plain text */
+    fb = pk_summarizer_feedback(s, &r, NULL);
+    assert_string_equal(fb, plain);
+    free(fb);
+    free(plain);
+    pk_summarizer_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_outcome_matches_golden),
@@ -240,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_outcome_details),
         cmocka_unit_test(test_trial_counts),
         cmocka_unit_test(test_cached_baseline),
+        cmocka_unit_test(test_profile_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

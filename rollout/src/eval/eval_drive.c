@@ -258,6 +258,12 @@ static void on_step(driver *d, slot *s, json_t *reply) {
     t->noisy = t->speedup > 0 && (t->time_cv > d->a->noisy_cv || t->baseline_cv > d->a->noisy_cv);
     const char *gpu = json_string_value(json_object_get(info, "gpu"));
     snprintf(t->gpu, sizeof t->gpu, "%s", gpu ? gpu : "");
+    json_t *profile = json_object_get(info, "profile");
+    const char *pstatus = json_string_value(json_object_get(profile, "status"));
+    snprintf(t->profile_status, sizeof t->profile_status, "%s", pstatus ? pstatus : "");
+    t->profile_cost_s = json_number_value(json_object_get(profile, "cost_s"));
+    json_t *raw = json_object_get(profile, "raw");
+    t->profile_raw = json_is_object(raw) ? json_dumps(raw, JSON_COMPACT) : NULL;
     d->run->steps++;
     d->n_correct_turns += status == PK_STATUS_CORRECT;
     s->harness_retries = 0;
@@ -454,6 +460,8 @@ void pk_eval_run_free(pk_eval_run *run) {
     }
     free(run->problems);
     for (int i = 0; i < run->n_trajs; i++) {
+        for (int k = 0; run->trajs[i].turns && k < run->trajs[i].n_turns; k++)
+            free(run->trajs[i].turns[k].profile_raw);
         free(run->trajs[i].turns);
         free(run->trajs[i].episode);
         free(run->trajs[i].group);

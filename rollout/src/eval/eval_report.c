@@ -232,16 +232,23 @@ static json_t *trajectories_json(const pk_eval_run *run) {
         json_t *turns = json_array(), *rets = t->returns ? json_array() : json_null();
         for (int k = 0; turns && k < t->n_turns; k++) {
             const pk_eval_turn *u = &t->turns[k];
-            json_array_append_new(
-                turns,
-                json_pack("{s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:b, s:o}", "turn", k + 1, "status",
-                          pk_status_name((pk_status)u->status), "speedup", u->speedup, "reward",
-                          u->reward, "time_cv", u->time_cv, "baseline_cv", u->baseline_cv,
-                          "baseline_source",
-                          !(u->speedup > 0)    ? "none"
-                          : u->baseline_cached ? "cached"
-                                               : "measured",
-                          "noisy", u->noisy, "gpu", u->gpu[0] ? json_string(u->gpu) : json_null()));
+            json_t *turn = json_pack(
+                "{s:i, s:s, s:f, s:f, s:f, s:f, s:s, s:b, s:o}", "turn", k + 1, "status",
+                pk_status_name((pk_status)u->status), "speedup", u->speedup, "reward", u->reward,
+                "time_cv", u->time_cv, "baseline_cv", u->baseline_cv, "baseline_source",
+                !(u->speedup > 0)    ? "none"
+                : u->baseline_cached ? "cached"
+                                     : "measured",
+                "noisy", u->noisy, "gpu", u->gpu[0] ? json_string(u->gpu) : json_null());
+            if (turn && u->profile_status[0]) {
+                char svg[300];
+                pk_eval_profile_svg_name(run, i, k, svg, sizeof svg);
+                json_object_set_new(turn, "profile",
+                                    json_pack("{s:s, s:f, s:o}", "status", u->profile_status,
+                                              "cost_s", u->profile_cost_s, "svg",
+                                              u->profile_raw ? json_string(svg) : json_null()));
+            }
+            json_array_append_new(turns, turn);
         }
         for (int k = 0; t->returns && rets && k < t->n_turns; k++)
             json_array_append_new(rets, json_real(t->returns[k]));
@@ -443,6 +450,15 @@ static int write_all(const pk_eval_run *run, const problem_metrics *pm,
                                 : NULL;
     if (!rc && (!json || !md || !svg))
         rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory writing the report");
+    if (!rc) { /* the timelines, and their list at the end of report.md */
+        pk_strbuf sb = {0};
+        pk_strbuf_puts(&sb, md);
+        rc = pk_eval_profiles_write(run, &sb, err);
+        free(md);
+        md = pk_strbuf_take(&sb);
+        if (!rc && !md)
+            rc = pk_error_set(err, PK_ERR_NOMEM, "out of memory writing the report");
+    }
     if (!rc)
         rc = write_text(a->out_dir, "report.json", json, err);
     if (!rc)

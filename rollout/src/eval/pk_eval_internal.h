@@ -89,6 +89,11 @@ typedef struct pk_eval_turn {
     int baseline_cached;         /* the baseline came from the server's cache */
     int noisy;                   /* a speedup whose candidate or baseline CV > --noisy-cv */
     char gpu[64]; /* the GPU model it was measured on ("" for host runs and no run) */
+    /* info.profile of an episode that asks for profiles (docs/feedback.md, "Profiles"):
+     * its status ("" none), cost and raw data (owned JSON text, NULL when none). */
+    char profile_status[12];
+    double profile_cost_s;
+    char *profile_raw;
 } pk_eval_turn;
 
 typedef struct pk_eval_traj {
@@ -169,6 +174,11 @@ void pk_eval_roofline_markdown(pk_strbuf *md, const pk_eval_run *run);
 json_t *pk_eval_gpu_models_json(const pk_eval_run *run);
 void pk_eval_gpu_models_md(const pk_eval_run *run, pk_strbuf *md);
 /* best-so-far by turn, one series per problem plus the mean, as an SVG document. */
+/* The profiled turns' timelines, OUT/profile-<problem>-<trajectory>-<turn>.svg, and a
+ * section of report.md that lists them (nothing when no turn has a profile). */
+int pk_eval_profiles_write(const pk_eval_run *run, pk_strbuf *md, pk_error *err);
+/* The SVG file name of a profiled turn (k from 0). */
+void pk_eval_profile_svg_name(const pk_eval_run *run, int traj, int k, char *out, size_t cap);
 char *pk_eval_svg_turn_scaling(const char *title, const char *const *names, const double *series,
                                int n_series, int n_turns);
 
