@@ -89,6 +89,7 @@ typedef struct pk_profile_data {
     pk_prof_interval *iv;
     int n_iv;
     int nvlink_measured;          /* the ncu columns for NVLink were there */
+    int nvlink_inaccessible;      /* ncu knew them but refused to read them: asked without */
     double roofline_nvlink_bytes; /* per rank and direction, by the problem's roofline; 0 none */
     int trace_ok, ncu_ok;
     char trace_error[200], ncu_error[300];
@@ -130,6 +131,12 @@ char *pk_profile_svg(const pk_profile_data *d, const char *title);
 /* ---- ncu's metrics per level, filtered by what this ncu knows (query: the text of
  * `ncu --query-metrics`, NULL to take the list as is). Writes "a,b,c" to out. */
 int pk_profile_ncu_metrics(int level, const char *query, char *out, size_t cap);
+/* Whether ncu refused metrics it lists ("Unable to access the following N metrics"), as its
+ * error line (why) or its log says; log may be NULL. */
+int pk_profile_ncu_inaccessible(const char *why, const char *log);
+/* Removes the NVLink counters (nvltx__*, nvlrx__*) from a comma-separated metric list in
+ * place; returns how many metrics are left. */
+int pk_profile_drop_nvlink(char *metrics);
 
 #ifdef __cplusplus
 }

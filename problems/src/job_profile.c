@@ -302,13 +302,31 @@ void pk_job_profile(pk_job *job, const int *gpus, int n_gpus, pk_eval_result *re
         int ran = profile_run(job, launcher, gpus, n_gpus, prefix, np, env,
                               left_ms < run_cap_ms ? left_ms : run_cap_ms, d.ncu_error,
                               sizeof d.ncu_error);
-        /* Even when ncu did not finish (a kernel it could not replay ran into the limit), the
-         * kernels it profiled before are in its log if it wrote them: kept, and said so. */
         char *text = NULL;
         size_t len;
+        int read = pk_read_file_untrusted(log_path, TRACE_MAX_BYTES, &text, &len, &err) == PK_OK;
+        /* ncu lists NVLink's counters but may not let a process read them (seen on one H200:
+         * "Unable to access the following 8 metrics: nvlrx__bytes..."), and then profiles no
+         * kernel at all: once more without them, within what is left of the limit. */
+        if (!ran && pk_profile_ncu_inaccessible(d.ncu_error, read ? text : NULL) &&
+            pk_profile_drop_nvlink(metrics) > 0) {
+            left_ms = limit_ms - (pk_now_ms() - t0);
+            free(text);
+            text = NULL;
+            d.nvlink_inaccessible = 1;
+            d.ncu_error[0] = 0;
+            ran = left_ms >= 5000 && profile_run(job, launcher, gpus, n_gpus, prefix, np, env,
+                                                 left_ms < run_cap_ms ? left_ms : run_cap_ms,
+                                                 d.ncu_error, sizeof d.ncu_error);
+            if (left_ms < 5000)
+                snprintf(d.ncu_error, sizeof d.ncu_error,
+                         "no time left within the profile's limit");
+            read = pk_read_file_untrusted(log_path, TRACE_MAX_BYTES, &text, &len, &err) == PK_OK;
+        }
+        /* Even when ncu did not finish (a kernel it could not replay ran into the limit), the
+         * kernels it profiled before are in its log if it wrote them: kept, and said so. */
         int n_before = d.n_kernels;
-        int read = pk_read_file_untrusted(log_path, TRACE_MAX_BYTES, &text, &len, &err) == PK_OK &&
-                   pk_profile_ncu_csv_parse(text, &d, &err) == PK_OK;
+        read = read && pk_profile_ncu_csv_parse(text, &d, &err) == PK_OK;
         if (read && d.n_kernels > n_before) {
             d.ncu_ok = 1;
             if (!ran) {

@@ -226,8 +226,9 @@ char *pk_profile_feedback_text(const pk_profile_data *d, size_t max_chars) {
                          "; the roofline expects %.2f MB sent per rank",
                          d->roofline_nvlink_bytes / 1e6);
         } else {
-            snprintf(line, sizeof line,
-                     "- NVLink traffic: not measured (this ncu has no nvltx/nvlrx metrics)");
+            snprintf(line, sizeof line, "- NVLink traffic: not measured (%s)",
+                     d->nvlink_inaccessible ? "ncu may not read the NVLink counters here"
+                                            : "this ncu has no nvltx/nvlrx metrics");
         }
         add(&b, max_chars, line);
     }

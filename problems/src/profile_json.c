@@ -37,12 +37,12 @@ char *pk_profile_data_to_json(const pk_profile_data *d) {
                                             "kind", kinds[v->kind], "stream", v->stream, "start_ns",
                                             v->start_ns, "end_ns", v->end_ns, "name", v->name));
     }
-    json_t *o =
-        json_pack("{s:s, s:i, s:b, s:f, s:b, s:b, s:s, s:s, s:o, s:o}", "level",
-                  pk_profile_level_name(d->level), "world", d->world, "nvlink_measured",
-                  d->nvlink_measured, "roofline_nvlink_bytes", d->roofline_nvlink_bytes, "trace_ok",
-                  d->trace_ok, "ncu_ok", d->ncu_ok, "trace_error", d->trace_error, "ncu_error",
-                  d->ncu_error, "kernels", kernels, "timeline", iv);
+    json_t *o = json_pack("{s:s, s:i, s:b, s:b, s:f, s:b, s:b, s:s, s:s, s:o, s:o}", "level",
+                          pk_profile_level_name(d->level), "world", d->world, "nvlink_measured",
+                          d->nvlink_measured, "nvlink_inaccessible", d->nvlink_inaccessible,
+                          "roofline_nvlink_bytes", d->roofline_nvlink_bytes, "trace_ok",
+                          d->trace_ok, "ncu_ok", d->ncu_ok, "trace_error", d->trace_error,
+                          "ncu_error", d->ncu_error, "kernels", kernels, "timeline", iv);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
@@ -61,6 +61,7 @@ int pk_profile_data_from_json(const char *json, pk_profile_data *d, pk_error *er
         d->level = PK_PROFILE_NONE;
     d->world = (int)json_integer_value(json_object_get(o, "world"));
     d->nvlink_measured = json_is_true(json_object_get(o, "nvlink_measured"));
+    d->nvlink_inaccessible = json_is_true(json_object_get(o, "nvlink_inaccessible"));
     d->roofline_nvlink_bytes = get(o, "roofline_nvlink_bytes");
     if (d->roofline_nvlink_bytes < 0)
         d->roofline_nvlink_bytes = 0;

@@ -69,3 +69,29 @@ int pk_profile_ncu_metrics(int level, const char *query, char *out, size_t cap) 
     }
     return count;
 }
+
+int pk_profile_ncu_inaccessible(const char *why, const char *log) {
+    const char *needle = "Unable to access the following";
+    return (why && strstr(why, needle)) || (log && strstr(log, needle));
+}
+
+int pk_profile_drop_nvlink(char *metrics) {
+    char *w = metrics;
+    int kept = 0;
+    for (char *r = metrics; *r;) {
+        size_t n = strcspn(r, ",");
+        int nvl = !strncmp(r, "nvltx__", 7) || !strncmp(r, "nvlrx__", 7);
+        if (!nvl && n > 0) {
+            if (kept)
+                *w++ = ',';
+            memmove(w, r, n);
+            w += n;
+            kept++;
+        }
+        r += n;
+        if (*r == ',')
+            r++;
+    }
+    *w = 0;
+    return kept;
+}

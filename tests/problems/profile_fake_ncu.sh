@@ -40,6 +40,19 @@ grep -q "<svg" "$tmp/t.svg" || fail "no SVG written"
     --profile-seconds 60 >"$tmp/r.txt" || fail "pkgym check (text) exited $?"
 grep -q "^profile: summary, partial: timeline: " "$tmp/r.txt" || fail "$(cat "$tmp/r.txt")"
 grep -q "dominating kernel: " "$tmp/r.txt" || fail "$(cat "$tmp/r.txt")"
+# An ncu that lists NVLink's counters but may not read them fails a whole run: the stage asks
+# once more without them, and says why NVLink is not measured.
+PKGYM_FAKE_NCU_NVLINK=1 "$PKGYM" check --problem selftest/allreduce "$sol" --trials 1 \
+    --skip-timing --profile full --profile-seconds 60 --json >"$tmp/n.json" ||
+    fail "pkgym check (NVLink refused) exited $?"
+python3 - "$tmp/n.json" <<'PY' || fail "$(head -c 3000 "$tmp/n.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))["profile"]
+assert p["status"] == "partial" and "metrics" not in p["reason"], (p["status"], p["reason"])
+raw = p["raw"]
+assert raw["ncu_ok"] and raw["nvlink_inaccessible"] and len(raw["kernels"]) == 4, raw
+print("fake ncu, NVLink refused: profile", p["status"], p["reason"])
+PY
 # `pkgym eval` (replay of the suite's own turns, an embedded server with a budget): the
 # profiled turn's timeline is an SVG of the report, listed in report.md and report.json.
 "$PKGYM" eval --policy replay:"$PK_SOURCE_DIR/rollout/replay" --problems selftest/allreduce \

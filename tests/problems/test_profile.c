@@ -275,6 +275,27 @@ static void test_metrics_per_level(void **state) {
     free(query);
 }
 
+/* ncu 2025.3.1 on one H200 listed nvltx/nvlrx but refused them and profiled nothing: the
+ * stage recognises its message and asks again without them. */
+static void test_nvlink_refused(void **state) {
+    (void)state;
+    char m[] = "gpu__time_duration.sum,nvltx__bytes.sum,dram__throughput.avg.pct_of_peak_sustained_"
+               "elapsed,nvlrx__bytes.sum";
+    assert_int_equal(pk_profile_drop_nvlink(m), 2);
+    assert_string_equal(m, "gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_"
+                           "elapsed");
+    char only[] = "nvltx__bytes.sum,nvlrx__bytes.sum";
+    assert_int_equal(pk_profile_drop_nvlink(only), 0);
+    assert_string_equal(only, "");
+    const char *log = "==PROF== Connected to process 597 (/work/k)\n==ERROR== Unable to access "
+                      "the following 8 metrics: nvlrx__bytes.avg, nvlrx__bytes.max.\n";
+    assert_true(pk_profile_ncu_inaccessible(NULL, log));
+    assert_true(pk_profile_ncu_inaccessible("exited (exit 9): ==ERROR== Unable to access the "
+                                            "following 2 metrics",
+                                            NULL));
+    assert_false(pk_profile_ncu_inaccessible("timed out after 90 s", "==PROF== Disconnected"));
+}
+
 static void both(pk_profile_data *d) {
     memset(d, 0, sizeof *d);
     d->level = PK_PROFILE_FULL;
@@ -418,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_levels),
         cmocka_unit_test(test_metrics_per_level),
+        cmocka_unit_test(test_nvlink_refused),
         cmocka_unit_test(test_summary_and_text),
         cmocka_unit_test(test_bound_from_metrics),
         cmocka_unit_test(test_json_round_trip_and_svg),
