@@ -82,9 +82,14 @@ static inline PK_ATTN_HD float pk_lse_merge_out(float out_a, float out_b, float 
     return out_a + w_b * (out_b - out_a);
 }
 
-#ifdef __CUDACC__
+// The tile. PK_ATTN_EMULATE: compiled for the host against a warp emulation (the test's
+// tests/problems/attention_emul.h supplies the CUDA names), so the tile itself is tested on the
+// host too.
+#if defined(__CUDACC__) || defined(PK_ATTN_EMULATE)
+#ifndef PK_ATTN_EMULATE
 #include <cuda_bf16.h>
 #include <mma.h>
+#endif
 #include <stdint.h>
 
 #define PK_ATTN_D 64
@@ -109,6 +114,9 @@ static inline size_t pk_attn_fwd_smem_bytes(void) {
 struct PkAttnBlock {
     const __nv_bfloat16 *q, *k, *v; // (B, Sq, H, D) and (B, Sk, H, D)
     int B, Sq, Sk, H;
+    // Elements between consecutive positions of q and of k, v (0: H * D, contiguous): views of
+    // a fused QKV projection, (B, S, 3, H, D), have 3 H D. The output is always contiguous.
+    long long ld_q, ld_kv;
     long long q_pos0, k_pos0; // global positions of query 0 and key 0 (the causal mask)
     int causal;               // mask key positions above the query's
     float scale;              // softmax scale, applied to the fp32 scores
@@ -141,12 +149,13 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
                                         PkAttnSmem &sm) {
     namespace wmma = nvcuda::wmma;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const long long ld = (long long)a.H * PK_ATTN_D; // elements between consecutive positions
-    const int i0 = qt * PK_ATTN_BM + warp * 16;      // this warp's first query row
-    const int n_q = min(16, max(0, a.Sq - i0));      // its valid rows
+    const long long ld = (long long)a.H * PK_ATTN_D; // the output's position stride
+    const long long ldq = a.ld_q ? a.ld_q : ld, ldkv = a.ld_kv ? a.ld_kv : ld;
+    const int i0 = qt * PK_ATTN_BM + warp * 16; // this warp's first query row
+    const int n_q = min(16, max(0, a.Sq - i0)); // its valid rows
     // Queries: staged through the warp's score buffer, kept as 4 A fragments (16 x 64).
     __nv_bfloat16 *stage = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
-    pk_attn_load_rows(stage, a.q + ((long long)b * a.Sq + i0) * ld + (long long)h * PK_ATTN_D, ld,
+    pk_attn_load_rows(stage, a.q + ((long long)b * a.Sq + i0) * ldq + (long long)h * PK_ATTN_D, ldq,
                       16, n_q, lane, 32);
     __syncwarp();
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[4];
@@ -170,9 +179,9 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
     for (int kt = 0; kt < n_tiles; kt++) {
         const int j0 = kt * PK_ATTN_BN, n_k = min(PK_ATTN_BN, a.Sk - j0);
         __syncthreads(); // every warp is done with the previous K and V
-        const long long off = ((long long)b * a.Sk + j0) * ld + (long long)h * PK_ATTN_D;
-        pk_attn_load_rows(sm.k, a.k + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
-        pk_attn_load_rows(sm.v, a.v + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        const long long off = ((long long)b * a.Sk + j0) * ldkv + (long long)h * PK_ATTN_D;
+        pk_attn_load_rows(sm.k, a.k + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        pk_attn_load_rows(sm.v, a.v + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
         __syncthreads();
         // S = Q K^T (16 x 64, fp32), into the warp's score buffer.
 #pragma unroll
@@ -235,15 +244,17 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
         }
         __syncwarp();
     }
-    if (r >= n_q)
-        return;
-    // Epilogue: this block's normalised output and lse, merged into the running result.
-    const float lse_b = pk_softmax_row_lse(&row);
-    const float inv_l = row.l > 0.f ? 1.f / row.l : 0.f;
+    // Epilogue: this block's normalised output and lse, merged into the running result. Both
+    // lanes of a row read its running lse before lane 0 overwrites it (acc_out may be acc_in).
     const long long rid = ((long long)b * a.Sq + i0 + r) * a.H + h; // (b, s, h)
     float lse_a = -INFINITY;
-    if (a.acc_in)
+    if (r < n_q && a.acc_in)
         lse_a = a.lse_in[rid];
+    __syncwarp();
+    if (r >= n_q)
+        return;
+    const float lse_b = pk_softmax_row_lse(&row);
+    const float inv_l = row.l > 0.f ? 1.f / row.l : 0.f;
     const float w = a.acc_in ? pk_lse_merge_weight(lse_a, lse_b) : 1.f;
     const float lse = a.acc_in ? pk_lse_merge(lse_a, lse_b) : lse_b;
     const long long base = rid * PK_ATTN_D + half * 32;
@@ -261,6 +272,7 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
         a.lse_out[rid] = lse;
 }
 
+#ifdef __CUDACC__
 // One block: grid (ceil(Sq / 64), B * H), PK_ATTN_THREADS threads, pk_attn_fwd_smem_bytes() of
 // dynamic shared memory (above the 48 KiB default: cudaFuncSetAttribute once per process).
 static __global__ void __launch_bounds__(PK_ATTN_THREADS) pk_attn_fwd_kernel(PkAttnBlock a) {
@@ -285,5 +297,6 @@ static inline cudaError_t pk_attn_fwd_launch(const PkAttnBlock &a, cudaStream_t 
     return cudaGetLastError();
 }
 #endif // __CUDACC__
+#endif // __CUDACC__ || PK_ATTN_EMULATE
 
 #endif

@@ -1,5 +1,7 @@
 /* The attention building blocks of the ring-attention references (problems/include/
- * pk_attention.cuh, issue #29), on the host: the online softmax taken tile by tile gives the
+ * pk_attention.cuh, issue #29), on the host. The tile itself (pk_attn_fwd_tile) runs under a
+ * warp emulation (attention_emul.h, attention_tile_cxx.cpp) in pkb/54's ring, against causal
+ * attention in double. The scalar math: the online softmax taken tile by tile gives the
  * softmax of the whole row (lse and output), masked (-inf) tiles and empty rows stay finite,
  * and the logsumexp merge of partial results over disjoint key blocks, in PKB's ring order,
  * gives the result over all the keys, also when scores differ by hundreds and when a block is
@@ -19,6 +21,8 @@ void pk_test_attn_online(const float *s, const float *v, int n, int tile, float 
 void pk_test_attn_ring(const float *s, const float *v, const int *bounds, int W, int first,
                        int tile, float *out, float *lse);
 void pk_test_attn_merge(float out_a, float lse_a, float out_b, float lse_b, float *out, float *lse);
+double pk_test_attn_tile_ring(int W, int rank, int S, int B, int H, int fused, double spread,
+                              double rtol, double atol_rms); /* attention_tile_cxx.cpp */
 
 #define NMAX 4096
 
@@ -160,6 +164,24 @@ static void a_wrong_merge_is_caught(void **state) {
     assert_true(fabs(out - eo) <= 2e-5 * mass);
 }
 
+/* The tile in pkb/54's ring (own block causal, earlier blocks merged in the epilogue, in place,
+ * the last one writing bf16) on every rank of W = 2..4: within half of pkb/54's tolerance
+ * (rtol 0.05, atol_rms 0.05) of the double evaluation. Shards of 64 (whole tiles) and 70 (a
+ * partial tile), PKB's tiny shards (8), a fused QKV layout (positions 3 H D apart), and scores
+ * of spread 30 (the running max matters). An error of indexing, masking or merging is off by
+ * the output's own size (ratios of 40-90 before the merge's lse race was fixed). */
+static void tile_in_the_ring(void **state) {
+    (void)state;
+    for (int W = 2; W <= 4; W++)
+        for (int rank = 0; rank < W; rank++) {
+            assert_true(pk_test_attn_tile_ring(W, rank, 64, 1, 1, 0, 1.0, 0.05, 0.05) <= 0.5);
+            assert_true(pk_test_attn_tile_ring(W, rank, 70, 1, 2, rank & 1, 1.0, 0.05, 0.05) <=
+                        0.5);
+        }
+    assert_true(pk_test_attn_tile_ring(3, 2, 8, 2, 3, 1, 1.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_ring(2, 1, 130, 1, 1, 0, 30.0, 0.05, 0.05) <= 0.5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(online_matches_the_definition),
@@ -167,6 +189,7 @@ int main(void) {
         cmocka_unit_test(ring_merge_matches_the_whole_row),
         cmocka_unit_test(merge_edge_cases),
         cmocka_unit_test(a_wrong_merge_is_caught),
+        cmocka_unit_test(tile_in_the_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,8 +135,9 @@ __global__ void __launch_bounds__(THREADS) attend(Args a) {
 #pragma unroll
         for (int c = 0; c < 32; c++) {
             const long long g = g0 + half * 32 + c;
-            const float s =
-                g % a.S > i0 + r ? -INFINITY : sm.s[warp][r * BN + half * 32 + c] * a.scale;
+            const float s = g >= n_keys || g % a.S > i0 + r
+                                ? -INFINITY
+                                : sm.s[warp][r * BN + half * 32 + c] * a.scale;
             sv[c] = s;
             tmax = fmaxf(tmax, s);
         }
