@@ -10,7 +10,9 @@
 //     (batch, head) to a block of keys, tile by tile (64 keys at a time, bf16 tensor cores,
 //     fp32 accumulation, online softmax), and never writes the score matrix to memory. Its
 //     epilogue either stores the block's partial result (fp32 out, lse), merges it into a
-//     running one (ring steps), or writes the final bf16 output.
+//     running one (ring steps), or writes the final bf16 output;
+//   - under nvcc, PKB's ring (pk_attn_ring_forward): the tile per step and host-driven NCCL
+//     send/recv of k, v on a given communicator (the context-parallel group of 54-56).
 // Layout: q, k, v and the output are (B, S, H, D) row-major, as PKB's (batch, seq, heads,
 // head_dim); the row of (b, s, h) starts at ((b * S + s) * H + h) * D; D is 64.
 #ifndef PK_ATTENTION_CUH
@@ -89,6 +91,7 @@ static inline PK_ATTN_HD float pk_lse_merge_out(float out_a, float out_b, float 
 #ifndef PK_ATTN_EMULATE
 #include <cuda_bf16.h>
 #include <mma.h>
+#include <nccl.h>
 #endif
 #include <stdint.h>
 
@@ -295,6 +298,75 @@ static inline cudaError_t pk_attn_fwd_launch(const PkAttnBlock &a, cudaStream_t 
     const dim3 grid((unsigned)((a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM), (unsigned)(a.B * a.H));
     pk_attn_fwd_kernel<<<grid, PK_ATTN_THREADS, pk_attn_fwd_smem_bytes(), stream>>>(a);
     return cudaGetLastError();
+}
+
+// PKB's _ring_attn_forward (problems 54-56) on one communicator (the context-parallel group),
+// steps one after another: at step s, rank r attends to the block of rank r - s (causal: only
+// s <= r, the own block masked) and merges it into the running fp32 result in the epilogue (the
+// last block writes the bf16 output); then host-driven NCCL passes the current k, v to rank
+// r + 1 and receives rank r - 1's (one group). world == 1 is plain local attention.
+struct PkAttnRing {
+    const __nv_bfloat16 *q; // this rank's queries (B, S, H, D), positions ld_q apart (0: H D)
+    long long ld_q;
+    const __nv_bfloat16 *k, *v; // this rank's keys and values, contiguous (B, S, H, D)
+    __nv_bfloat16 *out;         // (B, S, H, D), contiguous
+    int B, S, H, causal;
+    float scale;
+    ncclComm_t comm; // the ring's group; rank and world within it
+    int rank, world;
+    __nv_bfloat16 *ring; // 4 B S H D elements: two (k, v) receive buffers
+    float *acc;          // B S H (D + 1) floats: the running output, then the lse
+};
+
+// Returns 0, 2000 + a CUDA error or 1000 + an NCCL result.
+static inline int pk_attn_ring_forward(const PkAttnRing &r, cudaStream_t stream) {
+    const size_t n = (size_t)r.B * r.S * r.H * PK_ATTN_D; // elements of k (and of v)
+    float *acc = r.acc, *lse = r.acc + n;
+    const __nv_bfloat16 *k = r.k, *v = r.v;
+    const int last = r.causal ? r.rank : r.world - 1; // the last block this rank attends to
+    for (int step = 0; step < r.world; step++) {
+        if (step <= last) {
+            PkAttnBlock a = {};
+            a.q = r.q;
+            a.k = k;
+            a.v = v;
+            a.B = r.B;
+            a.Sq = a.Sk = r.S;
+            a.H = r.H;
+            a.ld_q = r.ld_q;
+            a.q_pos0 = (long long)r.rank * r.S;
+            a.k_pos0 = (long long)((r.rank - step + r.world) % r.world) * r.S;
+            a.causal = r.causal && step == 0; // earlier ranks' keys all precede the queries
+            a.scale = r.scale;
+            a.acc_in = step == 0 ? NULL : acc;
+            a.lse_in = step == 0 ? NULL : lse;
+            a.acc_out = acc;
+            a.lse_out = lse;
+            a.out_bf16 = step == last ? r.out : NULL;
+            const cudaError_t e = pk_attn_fwd_launch(a, stream);
+            if (e != cudaSuccess)
+                return 2000 + (int)e;
+        }
+        if (step + 1 == r.world)
+            break;
+        __nv_bfloat16 *next = r.ring + (size_t)(step % 2) * 2 * n; // never where k, v point
+        const int to = (r.rank + 1) % r.world, from = (r.rank + r.world - 1) % r.world;
+        ncclResult_t rc = ncclGroupStart();
+        if (rc == ncclSuccess)
+            rc = ncclSend(k, n, ncclBfloat16, to, r.comm, stream);
+        if (rc == ncclSuccess)
+            rc = ncclSend(v, n, ncclBfloat16, to, r.comm, stream);
+        if (rc == ncclSuccess)
+            rc = ncclRecv(next, n, ncclBfloat16, from, r.comm, stream);
+        if (rc == ncclSuccess)
+            rc = ncclRecv(next + n, n, ncclBfloat16, from, r.comm, stream);
+        const ncclResult_t end = ncclGroupEnd();
+        if (rc != ncclSuccess || end != ncclSuccess)
+            return 1000 + (int)(rc != ncclSuccess ? rc : end);
+        k = next;
+        v = next + n;
+    }
+    return 0;
 }
 #endif // __CUDACC__
 #endif // __CUDACC__ || PK_ATTN_EMULATE

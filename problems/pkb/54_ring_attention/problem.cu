@@ -69,11 +69,12 @@ static int work_reserve(const pk_ctx *ctx, size_t bytes, size_t acc_bytes) {
     return rc;
 }
 
-// Baseline: PKB's ring, one step after another. Step s: rank r attends to the block of rank
-// r - s (if s <= r: causal) with the flash-style tile of pk_attention.cuh (bf16 tensor cores,
-// fp32 online softmax, the score matrix never in memory), merging into the running fp32 output
-// and lse in the kernel's epilogue (the last block writes the bf16 output); then host-driven
-// NCCL passes the current k, v to rank r + 1 and receives rank r - 1's (one group).
+// Baseline: PKB's ring, one step after another (pk_attn_ring_forward of pk_attention.cuh). Step
+// s: rank r attends to the block of rank r - s (if s <= r: causal) with the flash-style tile
+// (bf16 tensor cores, fp32 online softmax, the score matrix never in memory), merging into the
+// running fp32 output and lse in the kernel's epilogue (the last block writes the bf16 output);
+// then host-driven NCCL passes the current k, v to rank r + 1 and receives rank r - 1's (one
+// group).
 static int reference(const pk_problem_call *call) {
     const pk_ctx *ctx = call->ctx;
     const int B = (int)call->dims[0], H = (int)call->dims[2], S = (int)call->dims[4];
@@ -82,52 +83,22 @@ static int reference(const pk_problem_call *call) {
     int rc = work_reserve(ctx, 4 * n * sizeof(bf16), (n + (size_t)B * S * H) * sizeof(float));
     if (rc)
         return rc;
-    bf16 *ring = static_cast<bf16 *>(g_work.ptr); // (k, v) of buffer 0, then of buffer 1
-    float *acc = g_work.acc, *lse = g_work.acc + n;
-    const bf16 *k = static_cast<const bf16 *>(call->args[1]);
-    const bf16 *v = static_cast<const bf16 *>(call->args[2]);
-    for (int step = 0; step < world; step++) {
-        if (step <= rank) {
-            PkAttnBlock a = {};
-            a.q = static_cast<const bf16 *>(call->args[0]);
-            a.k = k;
-            a.v = v;
-            a.B = B;
-            a.Sq = a.Sk = S;
-            a.H = H;
-            a.q_pos0 = (long long)rank * S;
-            a.k_pos0 = (long long)(rank - step) * S;
-            a.causal = step == 0; // earlier ranks' keys all precede this rank's queries
-            a.scale = (float)call->params[0];
-            a.acc_in = step == 0 ? NULL : acc;
-            a.lse_in = step == 0 ? NULL : lse;
-            a.acc_out = acc;
-            a.lse_out = lse;
-            a.out_bf16 = step == rank ? static_cast<bf16 *>(call->args[3]) : NULL;
-            rc = cuda_code(pk_attn_fwd_launch(a, ctx->stream));
-            if (rc)
-                return rc;
-        }
-        if (step + 1 == world)
-            break;
-        bf16 *next = ring + (size_t)(step % 2) * 2 * n; // never the buffer k, v point into
-        rc = nccl_code(ncclGroupStart());
-        const int to = (rank + 1) % world, from = (rank + world - 1) % world;
-        if (!rc)
-            rc = nccl_code(ncclSend(k, n, ncclBfloat16, to, ctx->comm, ctx->stream));
-        if (!rc)
-            rc = nccl_code(ncclSend(v, n, ncclBfloat16, to, ctx->comm, ctx->stream));
-        if (!rc)
-            rc = nccl_code(ncclRecv(next, n, ncclBfloat16, from, ctx->comm, ctx->stream));
-        if (!rc)
-            rc = nccl_code(ncclRecv(next + n, n, ncclBfloat16, from, ctx->comm, ctx->stream));
-        const int end = nccl_code(ncclGroupEnd());
-        if (rc || end)
-            return rc ? rc : end;
-        k = next;
-        v = next + n;
-    }
-    return 0;
+    PkAttnRing r = {};
+    r.q = static_cast<const bf16 *>(call->args[0]);
+    r.k = static_cast<const bf16 *>(call->args[1]);
+    r.v = static_cast<const bf16 *>(call->args[2]);
+    r.out = static_cast<bf16 *>(call->args[3]);
+    r.B = B;
+    r.S = S;
+    r.H = H;
+    r.causal = 1; // PKB's inputs pass causal=True
+    r.scale = (float)call->params[0];
+    r.comm = ctx->comm;
+    r.rank = rank;
+    r.world = world;
+    r.ring = static_cast<bf16 *>(g_work.ptr);
+    r.acc = g_work.acc;
+    return pk_attn_ring_forward(r, ctx->stream);
 }
 
 static void fini(const pk_ctx *ctx) {
