@@ -1,0 +1,150 @@
+// The tile of pk_attention.cuh (pk_attn_fwd_tile) run on the host under the warp emulation of
+// attention_emul.h: 128 threads per CTA, CTAs one after another. The ring of pkb/54's reference
+// (own block causal, then the earlier ranks' blocks merged in the epilogue, the last writing
+// bf16) against causal attention in double over the global keys.
+#include <math.h>
+#include <stdint.h>
+
+#include <thread>
+#include <vector>
+
+#include "attention_emul.h"
+#include "pk_attention.cuh"
+#include "pk_splitmix.h"
+
+thread_local PkEmulIdx threadIdx;
+thread_local PkEmulCta *pk_emul_cta;
+
+static void run_cta(const PkAttnBlock &a, int b, int h, int qt, PkAttnSmem *sm) {
+    std::barrier<> block(PK_ATTN_THREADS);
+    std::vector<std::barrier<> *> warps;
+    PkEmulCta cta = {};
+    cta.block = &block;
+    for (int w = 0; w < PK_ATTN_WARPS; w++)
+        cta.warp[w] = new std::barrier<>(32);
+    std::vector<std::thread> th;
+    for (int t = 0; t < PK_ATTN_THREADS; t++)
+        th.emplace_back([&, t] {
+            threadIdx.x = (unsigned)t;
+            pk_emul_cta = &cta;
+            pk_attn_fwd_tile(a, b, h, qt, *sm);
+        });
+    for (auto &x : th)
+        x.join();
+    for (int w = 0; w < PK_ATTN_WARPS; w++)
+        delete cta.warp[w];
+}
+
+static void run_block(const PkAttnBlock &a) {
+    PkAttnSmem *sm = new PkAttnSmem;
+    for (int b = 0; b < a.B; b++)
+        for (int h = 0; h < a.H; h++)
+            for (int qt = 0; qt < (a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM; qt++)
+                run_cta(a, b, h, qt, sm);
+    delete sm;
+}
+
+static float bf(uint64_t key, uint64_t i, double scale) { // N(0, scale^2), rounded to bf16
+    const double u1 = pk_splitmix_unit(key + 2 * i), u2 = pk_splitmix_unit(key + 2 * i + 1);
+    const double x = scale * sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2);
+    return pk_emul_bf16_to_float(__float2bfloat16((float)x));
+}
+
+// Rank `rank` of W, shards of S positions, B batches, H heads. fused: q, k, v are views of one
+// (B, S, 3, H, D) tensor per rank (ld_q = ld_kv = 3 H D). Scores of spread ~`spread`. Returns
+// the largest |got - want| / (rtol |want| + atol_rms rms(want)).
+extern "C" double pk_test_attn_tile_ring(int W, int rank, int S, int B, int H, int fused,
+                                         double spread, double rtol, double atol_rms) {
+    const int D = PK_ATTN_D;
+    const long long row = (long long)(fused ? 3 : 1) * H * D; // elements per position
+    const size_t per_rank = (size_t)B * S * row;
+    // x[j]: rank j's q, k, v; unfused: three tensors, fused: one with q, k, v interleaved.
+    std::vector<std::vector<__nv_bfloat16>> q(W), k(W), v(W);
+    const double sq = sqrt(spread) / pow(D, 0.25) * 2.8284271247461903; // q.k/8 ~ spread
+    for (int j = 0; j < W; j++) {
+        const uint64_t key = pk_splitmix64(0x617474ULL + (uint64_t)j);
+        if (fused) {
+            q[j].resize(per_rank);
+            for (size_t i = 0; i < per_rank; i++) {
+                const int part = (int)((i / (size_t)(H * D)) % 3); // 0 q, 1 k, 2 v
+                q[j][i] = __float2bfloat16(bf(key, i, part == 2 ? 1.0 : sq));
+            }
+        } else {
+            for (auto *t : {&q[j], &k[j], &v[j]})
+                t->resize(per_rank);
+            for (size_t i = 0; i < per_rank; i++) {
+                q[j][i] = __float2bfloat16(bf(key, i, sq));
+                k[j][i] = __float2bfloat16(bf(key + 0x1000000, i, sq));
+                v[j][i] = __float2bfloat16(bf(key + 0x2000000, i, 1.0));
+            }
+        }
+    }
+    auto Q = [&](int j) { return q[j].data(); };
+    auto K = [&](int j) { return fused ? q[j].data() + H * D : k[j].data(); };
+    auto V = [&](int j) { return fused ? q[j].data() + 2 * H * D : v[j].data(); };
+    const size_t n_out = (size_t)B * S * H * D;
+    std::vector<float> acc(n_out), lse((size_t)B * S * H);
+    std::vector<__nv_bfloat16> out(n_out);
+    for (int step = 0; step <= rank; step++) { // problem.cu's ring on this rank
+        PkAttnBlock a = {};
+        a.q = Q(rank);
+        a.k = K(rank - step);
+        a.v = V(rank - step);
+        a.B = B;
+        a.Sq = a.Sk = S;
+        a.H = H;
+        a.ld_q = a.ld_kv = fused ? row : 0;
+        a.q_pos0 = (long long)rank * S;
+        a.k_pos0 = (long long)(rank - step) * S;
+        a.causal = step == 0;
+        a.scale = 0.125f;
+        a.acc_in = step == 0 ? nullptr : acc.data();
+        a.lse_in = step == 0 ? nullptr : lse.data();
+        a.acc_out = acc.data();
+        a.lse_out = lse.data();
+        a.out_bf16 = step == rank ? out.data() : nullptr;
+        run_block(a);
+    }
+    std::vector<double> want(n_out);
+    double ss = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < S; i++)
+            for (int h = 0; h < H; h++) {
+                const long long p = (long long)rank * S + i;
+                const __nv_bfloat16 *qr = Q(rank) + ((size_t)b * S + i) * row + (size_t)h * D;
+                std::vector<double> s((size_t)p + 1);
+                double m = -INFINITY;
+                for (long long g = 0; g <= p; g++) {
+                    const int j = (int)(g / S), kk = (int)(g % S);
+                    const __nv_bfloat16 *kr = K(j) + ((size_t)b * S + kk) * row + (size_t)h * D;
+                    double x = 0;
+                    for (int d = 0; d < D; d++)
+                        x += (double)pk_emul_bf16_to_float(qr[d]) * pk_emul_bf16_to_float(kr[d]);
+                    s[(size_t)g] = 0.125 * x;
+                    m = fmax(m, s[(size_t)g]);
+                }
+                double l = 0, o[PK_ATTN_D] = {0};
+                for (long long g = 0; g <= p; g++) {
+                    const int j = (int)(g / S), kk = (int)(g % S);
+                    const __nv_bfloat16 *vr = V(j) + ((size_t)b * S + kk) * row + (size_t)h * D;
+                    const double e = exp(s[(size_t)g] - m);
+                    l += e;
+                    for (int d = 0; d < D; d++)
+                        o[d] += e * pk_emul_bf16_to_float(vr[d]);
+                }
+                for (int d = 0; d < D; d++) {
+                    const size_t x = (((size_t)b * S + i) * H + h) * D + d;
+                    want[x] = o[d] / l;
+                    ss += want[x] * want[x];
+                }
+            }
+    const double rms = sqrt(ss / (double)n_out);
+    double worst = 0;
+    for (size_t x = 0; x < n_out; x++) {
+        const double got = pk_emul_bf16_to_float(out[x]);
+        if (isnan(got))
+            return INFINITY;
+        worst = fmax(worst, fabs(got - want[x]) / (rtol * fabs(want[x]) + atol_rms * rms));
+    }
+    return worst;
+}
