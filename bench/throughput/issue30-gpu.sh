@@ -1,32 +1,36 @@
 #!/usr/bin/env bash
-# Issue 30 on a 2-GPU machine in one call (~8 minutes with the build; BUDGET_S bounds it):
+# Issue 30 on a 2-GPU machine in one call (BUDGET_S, default 540 s with the build; every section
+# is skipped when the time left cannot cover it, and skipped.txt and the results say which):
 #  0. build (scripts/gpu-test: pkgym, pk-runner, bench_rollout, the problem modules);
 #  1. lever 1 is safe: ctest collectives_gpu_rank_visibility_own (the correct all-reduce under
 #     --rank-visibility own is `correct` and NCCL connects through P2P, not SHM/NET);
-#  2. single `pkgym check` latency, warm (runs overlap the compile: the default), REPS (5) each
-#     after one untimed check: the all-reduce (device API), pkb/13 (cuBLAS + device API, its
-#     correct.cu), and a copy of pkb/13 with "device_api": false and a host-API candidate
-#     (bench/throughput/candidates/gemm_allreduce_host_api.cu: what a cuBLAS problem without
-#     the device API costs), each with --rank-visibility all and own;
-#  3. the start-up probe (init_probe, K = 1 and 8 pairs at once, inside the sandbox) with each
-#     lever on and off: own GPU only (lever 1), no device communicator (lever 4's runner side);
-#  4. the 64 x 3 collectives batch (bench/rollout/gpu-batch.sh, cold then WARM_EPISODES warm)
-#     with rank visibility all, then own;
-#  5. the interference test (bench/rollout/gpu-throughput.sh's section: the correct all-reduce
+#  2. single `pkgym check` latency, warm (runs overlap the compile: the default), after one
+#     untimed check, REPS (5) times with rank visibility all and REPS_OWN (3) with own: the
+#     all-reduce (device API), pkb/13 (cuBLAS + device API, its correct.cu), and a copy of pkb/13
+#     with "device_api": false and a host-API candidate
+#     (bench/throughput/candidates/gemm_allreduce_host_api.cu: a cuBLAS problem without the
+#     device API);
+#  3. the 64 x 3 collectives batch (bench/rollout/gpu-batch.sh, cold; WARM_EPISODES (0) warm)
+#     with rank visibility all, then own (lever 1 off and on; the other levers cannot be turned
+#     off in one tree: every collective uses the device API, and the set-up diet is the code);
+#  4. the interference test (bench/rollout/gpu-throughput.sh's section: the correct all-reduce
 #     and the reference against itself, alone and under load: per-call CV and self-speedup);
-#  6. time allowing, the same under own.
-# Sections are skipped when the time left cannot cover them (skipped.txt says which). One
-# markdown file, $OUT/issue30-results.md, holds every figure with its command.
+#  5. the start-up probe (init_probe, K = 1 and 8 pairs at once, inside the sandbox) with lever 1
+#     (own GPU only) and the runner side of lever 4 (no device communicator) on and off;
+#  6. time allowing, the interference test under own.
+# One markdown file, $OUT/issue30-results.md, holds every figure with its command.
 #   bash bench/throughput/issue30-gpu.sh        (from the repository root; .debs as for gpu-test)
-# BUDGET_S (520), REPS (5), SKIP_BUILD=1, EPISODES (64), WARM_EPISODES (8), SECTIONS (a subset
-# of "visibility checks probe batch interference interference_own"; default all).
+# BUDGET_S (540), REPS (5), REPS_OWN (3), SKIP_BUILD=1, EPISODES (64), WARM_EPISODES (0),
+# SECTIONS (a subset of "visibility checks batch interference probe interference_own"; default
+# all): e.g. a second call with SKIP_BUILD=1 SECTIONS="probe interference_own".
 set -u
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 OUT=${OUT:-$root/build-gpu-logs/issue30}
 mkdir -p "$OUT"
-budget=${BUDGET_S:-520}
+budget=${BUDGET_S:-540}
 reps=${REPS:-5}
+reps_own=${REPS_OWN:-3}
 t_start=$(date +%s)
 md=$OUT/issue30-results.md
 left() { echo $((budget - ($(date +%s) - t_start))); }
@@ -152,7 +156,9 @@ if need 150 "single checks" checks; then
     one_check chk-warmup all collectives/allreduce "$AR_SOL" # file cache, locks, driver
     rm -f "$OUT"/chk-warmup.*
     for vis in all own; do
-        for i in $(seq "$reps"); do
+        n=$reps
+        [ "$vis" = own ] && n=$reps_own
+        for i in $(seq "$n"); do
             [ "$(left)" -lt 100 ] && break
             one_check "chk-allreduce.correct-$vis-$i" "$vis" collectives/allreduce "$AR_SOL"
             one_check "chk-pkb13.correct-$vis-$i" "$vis" pkb/13_gemm_allreduce "$P13_SOL"
@@ -162,47 +168,24 @@ if need 150 "single checks" checks; then
     {
         echo "## 2. One \`pkgym check\`, warm (run overlapping the compile)"
         echo
-        echo "\`pkgym check --json --rank-visibility VIS --problem ID FILE\`, $reps times each after one untimed check; pkb/13_gemm_allreduce_noapi is pkb/13 with \"device_api\": false (a copy in a second root, PKGYM_PROBLEMS_ROOT, with a copy of its module) and FILE bench/throughput/candidates/gemm_allreduce_host_api.cu. Goals: <= 1.5 s without the device API, <= 2.5 s with it."
+        echo "\`pkgym check --json --rank-visibility VIS --problem ID FILE\`, $reps times each with all and $reps_own with own, after one untimed check; pkb/13_gemm_allreduce_noapi is pkb/13 with \"device_api\": false (a copy in a second root, PKGYM_PROBLEMS_ROOT, with a copy of its module) and FILE bench/throughput/candidates/gemm_allreduce_host_api.cu. Goals: <= 1.5 s without the device API, <= 2.5 s with it."
         echo
         checks_table
         echo
     } >>"$md"
 fi
 
-# --- 3. start-up probe, each lever on and off ---
-if need 90 "start-up probe" probe; then
-    say "start-up probe"
-    {
-        echo "## 3. Start-up probe (init_probe: 2 ranks, context, communicator, 512 MiB window, dev comm, first all-reduce; inside \`pkgym sandbox --gpus 0,1\`)"
-        echo
-        echo "\`MODES=sandbox KS=\"1 8\" REPS=2 [PROBE_OWN_GPU=1] [PROBE_NO_DEV_COMM=1] bench/throughput/startup-scaling.sh build-gpu/env/pkgym\`"
-        echo
-    } >>"$md"
-    for v in "all GPUs, dev comm:" "own GPU, dev comm:PROBE_OWN_GPU=1" \
-             "all GPUs, no dev comm:PROBE_NO_DEV_COMM=1" \
-             "own GPU, no dev comm:PROBE_OWN_GPU=1 PROBE_NO_DEV_COMM=1"; do
-        [ "$(left)" -lt 40 ] && { echo "(the rest skipped: time)" >>"$md"; break; }
-        name=${v%%:*} envs=${v#*:}
-        echo "### $name" >>"$md"
-        echo >>"$md"
-        env $envs MODES=sandbox KS="1 8" REPS=2 timeout 120 \
-            bash bench/throughput/startup-scaling.sh "$PKGYM" >"$OUT/probe-$(echo "$name" | tr -c 'a-z0-9\n' _).md" 2>&1
-        cat "$OUT/probe-$(echo "$name" | tr -c 'a-z0-9\n' _).md" >>"$md"
-        echo >>"$md"
-    done
-fi
-
-# --- 4. the batch, lever 1 off and on ---
+# --- 3. the batch, lever 1 off and on ---
 batch() { # batch NAME VISIBILITY
     local limit=$(($(left) - 20))
-    [ "$limit" -gt 200 ] && limit=200
-    PKGYM_RANK_VISIBILITY=$2 EPISODES=${EPISODES:-64} WARM_EPISODES=${WARM_EPISODES:-8} TURNS=3 \
+    [ "$limit" -gt 180 ] && limit=180
+    PKGYM_RANK_VISIBILITY=$2 EPISODES=${EPISODES:-64} WARM_EPISODES=${WARM_EPISODES:-0} TURNS=3 \
         TRIALS=1 timeout "$limit" bench/rollout/gpu-batch.sh build-gpu >"$OUT/$1.log" 2>&1
     echo "exit $? (limit $limit s)" >>"$OUT/$1.log"
     {
         echo "### rank visibility $2"
         echo
-        echo "\`PKGYM_RANK_VISIBILITY=$2 EPISODES=${EPISODES:-64} WARM_EPISODES=${WARM_EPISODES:-8} TURNS=3 TRIALS=1 bench/rollout/gpu-batch.sh build-gpu\`"
+        echo "\`PKGYM_RANK_VISIBILITY=$2 EPISODES=${EPISODES:-64} WARM_EPISODES=${WARM_EPISODES:-0} TURNS=3 TRIALS=1 bench/rollout/gpu-batch.sh build-gpu\`"
         echo
         echo '```'
         grep -v '^## \|^Device\|^\$ ' "$OUT/$1.log" | sed '/^$/d'
@@ -212,7 +195,7 @@ batch() { # batch NAME VISIBILITY
 }
 if need 150 "batch (all)" batch; then
     say "batch, visibility all"
-    echo "## 4. The 64 x 3 collectives batch" >>"$md"
+    echo "## 3. The collectives batch (EPISODES x 3 turns), rank visibility all and own" >>"$md"
     echo >>"$md"
     batch batch-all all
     if need 130 "batch (own)" batch; then
@@ -221,14 +204,14 @@ if need 150 "batch (all)" batch; then
     fi
 fi
 
-# --- 5. interference (timing fidelity), default settings, then own ---
+# --- 4. interference (timing fidelity), default settings ---
 interference() { # interference NAME [ENV=V...]
     local name=$1
     shift
     env "$@" SKIP_BUILD=1 SECTIONS=interference BUDGET_S=$(($(left) - 5)) OUT="$OUT/$name" \
         bash bench/rollout/gpu-throughput.sh >"$OUT/$name.log" 2>&1
     {
-        echo "### $name ${*:-(defaults)}"
+        echo "### ${*:-defaults}"
         echo
         echo "\`$* SKIP_BUILD=1 SECTIONS=interference bash bench/rollout/gpu-throughput.sh\` (targets: per-call CV <= 1%, reference against itself 1.00 +- 0.02)"
         echo
@@ -239,13 +222,40 @@ interference() { # interference NAME [ENV=V...]
 }
 if need 120 "interference" interference; then
     say "interference (defaults)"
-    echo "## 5. Interference (timing fidelity)" >>"$md"
+    echo "## 4. Interference (timing fidelity)" >>"$md"
     echo >>"$md"
     interference interference-all
-    if need 120 "interference (own)" interference_own; then
-        say "interference (own)"
-        interference interference-own PKGYM_RANK_VISIBILITY=own
-    fi
+fi
+
+# --- 5. start-up probe, the levers on and off ---
+if need 60 "start-up probe" probe; then
+    say "start-up probe"
+    {
+        echo "## 5. Start-up probe (init_probe: 2 ranks, context, communicator, 512 MiB window, dev comm, first all-reduce; inside \`pkgym sandbox --gpus 0,1\`)"
+        echo
+        echo "\`MODES=sandbox KS=\"1 8\" REPS=1 [PROBE_OWN_GPU=1] [PROBE_NO_DEV_COMM=1] bench/throughput/startup-scaling.sh build-gpu/env/pkgym\`"
+        echo
+    } >>"$md"
+    nvcc -O2 -arch=sm_90a -o "$OUT/init_probe" bench/throughput/init_probe.cu -lnccl \
+        >"$OUT/probe-build.log" 2>&1 || echo "(init_probe did not build: probe-build.log)" >>"$md"
+    for v in "all GPUs, dev comm:" "own GPU, dev comm:PROBE_OWN_GPU=1" \
+             "all GPUs, no dev comm:PROBE_NO_DEV_COMM=1" \
+             "own GPU, no dev comm:PROBE_OWN_GPU=1 PROBE_NO_DEV_COMM=1"; do
+        [ "$(left)" -lt 25 ] && { echo "(the rest skipped: time)" >>"$md"; break; }
+        name=${v%%:*} envs=${v#*:}
+        echo "### $name" >>"$md"
+        echo >>"$md"
+        env $envs PROBE_BIN="$OUT/init_probe" MODES=sandbox KS="1 8" REPS=1 timeout 90 \
+            bash bench/throughput/startup-scaling.sh "$PKGYM" >"$OUT/probe-$(echo "$name" | tr -c 'a-z0-9\n' _).md" 2>&1
+        cat "$OUT/probe-$(echo "$name" | tr -c 'a-z0-9\n' _).md" >>"$md"
+        echo >>"$md"
+    done
+fi
+
+# --- 6. time allowing, interference under --rank-visibility own ---
+if need 120 "interference (own)" interference_own; then
+    say "interference (own)"
+    interference interference-own PKGYM_RANK_VISIBILITY=own
 fi
 
 {

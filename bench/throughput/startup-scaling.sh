@@ -13,7 +13,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 pkgym=${1:-$here/../../build-gpu/env/pkgym}
 bin=$(mktemp -d /tmp/pk-scaling.XXXXXX)
 trap 'rm -rf "$bin"' EXIT
-nvcc -O2 -arch=sm_90a -o "$bin/init_probe" "$here/init_probe.cu" -lnccl || exit 1
+# PROBE_BIN: an init_probe built already (saves the compile when called repeatedly).
+if [ -n "${PROBE_BIN:-}" ]; then
+    cp "$PROBE_BIN" "$bin/init_probe" || exit 1
+else
+    nvcc -O2 -arch=sm_90a -o "$bin/init_probe" "$here/init_probe.cu" -lnccl || exit 1
+fi
 export NCCL_NVLS_ENABLE=0 PROBE_NO_TEARDOWN=1
 probe() { # MODE OUTFILE
     if [ "$1" = sandbox ]; then
