@@ -6,8 +6,8 @@ the ranks through P2P (NVLink), not SHM or NET, although neither process sees th
 
 NCCL's transport lines ("Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read") come from
 PKGYM_NCCL_DEBUG=INFO with PKGYM_NCCL_DEBUG_SUBSYS=P2P,SHM,NET, which print only those
-subsystems' lines; the result keeps the last 4 KiB of the ranks' stderr, so the test sees the
-last of them. It also runs the same check with `all` (the default) and prints both set-up times
+subsystems' lines; NCCL writes them to stdout, of which the result keeps the last part
+(stdout_tail; stderr_tail is read too), so the test sees the last of them. It also runs the same check with `all` (the default) and prints both set-up times
 (run_init_ms: CUDA context and communicator) for the record; it asserts only the verdicts and
 the transports. Exits 77 (skipped) without two GPUs.
 
@@ -53,7 +53,8 @@ def main():
         if r is None:
             failed += 1
             continue
-        err = r.get("stderr_tail") or ""
+        # NCCL logs to stdout unless NCCL_DEBUG_FILE says otherwise; look at both tails.
+        err = (r.get("stdout_tail") or "") + "\n" + (r.get("stderr_tail") or "")
         via = re.findall(r"via (P2P|SHM|NET)\S*", err)
         p2p = len(re.findall(r"via P2P", err))
         other = len(re.findall(r"via (SHM|NET)", err))

@@ -39,8 +39,8 @@ extern "C" int solution_fini(const pk_ctx *ctx) {
 extern "C" int solution(const pk_ctx *ctx, const bf16 *A, const bf16 *B, bf16 *C, size_t M,
                         size_t N, size_t K) {
     const float one = 1.f, zero = 0.f;
-    if (cublasGemmEx(g.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B,
-                     CUDA_R_16BF, (int)N, A, CUDA_R_16BF, (int)K, &zero, C, CUDA_R_16BF, (int)N,
+    if (cublasGemmEx(g.blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B, CUDA_R_16BF,
+                     (int)N, A, CUDA_R_16BF, (int)K, &zero, C, CUDA_R_16BF, (int)N,
                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP) != CUBLAS_STATUS_SUCCESS)
         return 1;
     return ncclAllReduce(C, C, M * N, ncclBfloat16, ncclSum, ctx->comm, ctx->stream) != ncclSuccess
