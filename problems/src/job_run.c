@@ -176,15 +176,15 @@ static int build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     const char *lock_setup = getenv("PKGYM_LOCK_SETUP");
     if (!lock_setup || strcmp(lock_setup, "0") != 0)
         l->argv[n++] = "--lock-setup";
-    /* Measurements only: the ranks' exit (the driver freeing contexts) under the locks too. It
-     * made no measurable difference (bench/results/gpu-pass-2026-11-23b-h200x2.md), so it is off.
-     */
     /* Each rank sees only its own GPU (issue 30, lever 1): the runner narrows the sandbox's
      * CUDA_VISIBLE_DEVICES per rank; the device nodes and locks stay the job's. */
     if (p->device_gpu && pk_rank_visibility_of(&job->opts) == PK_RANK_VISIBILITY_OWN) {
         l->argv[n++] = "--rank-visibility";
         l->argv[n++] = "own";
     }
+    /* Measurements only: the ranks' exit (the driver freeing contexts) under the locks too. It
+     * made no measurable difference (bench/results/gpu-pass-2026-11-23b-h200x2.md), so it is off.
+     */
     const char *lock_exit = getenv("PKGYM_LOCK_EXIT");
     if (lock_exit && !strcmp(lock_exit, "1"))
         l->argv[n++] = "--lock-exit";
