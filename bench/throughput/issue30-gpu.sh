@@ -245,7 +245,9 @@ if need 60 "start-up probe" probe; then
         name=${v%%:*} envs=${v#*:}
         echo "### $name" >>"$md"
         echo >>"$md"
-        env $envs PROBE_BIN="$OUT/init_probe" MODES=sandbox KS="1 8" REPS=1 timeout 90 \
+        lim=$(($(left) - 5))
+        [ "$lim" -gt 90 ] && lim=90
+        env $envs PROBE_BIN="$OUT/init_probe" MODES=sandbox KS="1 8" REPS=1 timeout "$lim" \
             bash bench/throughput/startup-scaling.sh "$PKGYM" >"$OUT/probe-$(echo "$name" | tr -c 'a-z0-9\n' _).md" 2>&1
         cat "$OUT/probe-$(echo "$name" | tr -c 'a-z0-9\n' _).md" >>"$md"
         echo >>"$md"
