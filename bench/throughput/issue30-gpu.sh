@@ -76,7 +76,7 @@ say "built"
 if need 60 "rank visibility test" visibility; then
     say "ctest collectives_gpu_rank_visibility_own"
     ctest --test-dir build-gpu -R '^collectives_gpu_rank_visibility_own$' --output-on-failure \
-        --timeout 300 >"$OUT/visibility-ctest.log" 2>&1
+        --timeout 150 >"$OUT/visibility-ctest.log" 2>&1
     {
         echo "## 1. --rank-visibility own: correct, and NCCL on P2P"
         echo
