@@ -3,6 +3,11 @@
 // candidate call. Environment variables pass through to CUDA and NCCL, so variants
 // (NCCL_RUNTIME_CONNECT, CUDA_MODULE_LOADING, NCCL_TOPO_FILE, ...) are measured by rerunning.
 //
+// PROBE_OWN_GPU=1: each rank process sees only its own GPU (CUDA_VISIBLE_DEVICES set to the
+// rank's entry of the inherited list, or to the rank, before any CUDA call; then device 0), as
+// pk-runner --rank-visibility own does (issue 30, lever 1). PROBE_NO_DEV_COMM=1: no
+// ncclDevCommCreate (a problem without "device_api").
+//
 //   nvcc -O2 -arch=sm_90a -o init_probe init_probe.cu -lnccl && ./init_probe 2 [arena_mib]
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -46,7 +51,24 @@ int main(int argc, char **argv) {
         if (fork() != 0)
             continue;
         double t0 = now_ms(), t;
-        cudaSetDevice(r);
+        int dev_index = r;
+        if (getenv("PROBE_OWN_GPU")) {
+            char own[128] = "";
+            const char *list = getenv("CUDA_VISIBLE_DEVICES");
+            if (list && *list) {
+                const char *p = list;
+                for (int i = 0; i < r && p; i++)
+                    p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+                if (!p)
+                    _exit(3);
+                snprintf(own, sizeof own, "%.*s", (int)strcspn(p, ","), p);
+            } else {
+                snprintf(own, sizeof own, "%d", r);
+            }
+            setenv("CUDA_VISIBLE_DEVICES", own, 1);
+            dev_index = 0;
+        }
+        cudaSetDevice(dev_index);
         cudaFree(0);
         t = now_ms();
         sh->t[r][0] = t - t0;
@@ -73,7 +95,9 @@ int main(int argc, char **argv) {
         ncclDevCommRequirements req;
         memset(&req, 0, sizeof req);
         req.lsaBarrierCount = 132;
-        ncclDevCommCreate(comm, &req, &dev);
+        int have_dev = !getenv("PROBE_NO_DEV_COMM");
+        if (have_dev)
+            ncclDevCommCreate(comm, &req, &dev);
         sh->t[r][3] = now_ms() - t1;
         t1 = now_ms();
         cudaStream_t s;
@@ -86,7 +110,8 @@ int main(int argc, char **argv) {
             _exit(0);
         }
         t1 = now_ms();
-        ncclDevCommDestroy(comm, &dev);
+        if (have_dev)
+            ncclDevCommDestroy(comm, &dev);
         ncclCommWindowDeregister(comm, win);
         ncclMemFree(buf);
         ncclCommDestroy(comm);

@@ -5,17 +5,25 @@
 # `pkgym sandbox --gpus 0,1`, and prints per K: the wall until all finished, pairs per second,
 # and the median per-rank CUDA-context and NCCL-init times. If start-up were independent per
 # process, pairs/s would grow with K; if the driver serializes it, it stays flat.
-#   bench/throughput/startup-scaling.sh [PKGYM]        (KS="1 2 4 8 16", REPS=2)
+#   bench/throughput/startup-scaling.sh [PKGYM]        (KS="1 2 4 8 16", REPS=2, MODES="bare sandbox")
+# PROBE_OWN_GPU=1 (each rank sees only its GPU) and PROBE_NO_DEV_COMM=1 pass on to the probe,
+# inside the sandbox too.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 pkgym=${1:-$here/../../build-gpu/env/pkgym}
 bin=$(mktemp -d /tmp/pk-scaling.XXXXXX)
 trap 'rm -rf "$bin"' EXIT
-nvcc -O2 -arch=sm_90a -o "$bin/init_probe" "$here/init_probe.cu" -lnccl || exit 1
+# PROBE_BIN: an init_probe built already (saves the compile when called repeatedly).
+if [ -n "${PROBE_BIN:-}" ]; then
+    cp "$PROBE_BIN" "$bin/init_probe" || exit 1
+else
+    nvcc -O2 -arch=sm_90a -o "$bin/init_probe" "$here/init_probe.cu" -lnccl || exit 1
+fi
 export NCCL_NVLS_ENABLE=0 PROBE_NO_TEARDOWN=1
 probe() { # MODE OUTFILE
     if [ "$1" = sandbox ]; then
         "$pkgym" sandbox --gpus 0,1 --wall-ms 120000 --ro "$bin" --env PROBE_NO_TEARDOWN=1 \
+            ${PROBE_OWN_GPU:+--env PROBE_OWN_GPU=1} ${PROBE_NO_DEV_COMM:+--env PROBE_NO_DEV_COMM=1} \
             -- "$bin/init_probe" 2 512 | python3 -c 'import json,sys; print(json.load(sys.stdin)["stdout"])' >"$2" 2>&1
     else
         "$bin/init_probe" 2 512 >"$2" 2>&1
@@ -23,7 +31,7 @@ probe() { # MODE OUTFILE
 }
 echo "| mode | K pairs at once | wall s | pairs/s | cuda context ms (median, max) | nccl init ms (median, max) | failed |"
 echo "|---|---|---|---|---|---|---|"
-for mode in bare sandbox; do
+for mode in ${MODES:-bare sandbox}; do
     for k in ${KS:-1 2 4 8 16}; do
         for rep in $(seq "${REPS:-2}"); do
             rm -f "$bin"/out.*

@@ -16,11 +16,21 @@
 #include "pk_stop_signals.h"
 #include "server.h"
 
-#define N_OPTS 44
+#define N_OPTS 45
 
 /* The defaults that are known only at run time, for the help text. */
 static char help_bind[128], help_problems[1200], help_modules[1200], help_data[256],
     help_templates[1200];
+
+static int parse_visibility(const char *cmd, const char *name, const char *value, void *dest) {
+    int v = pk_rank_visibility_parse(value);
+    if (v < 0) {
+        fprintf(stderr, "pkgym %s: %s wants own or all, got '%s'\n", cmd, name, value);
+        return -1;
+    }
+    *(int *)dest = v;
+    return 0;
+}
 
 static void options(pk_server_opts *o, pk_opt t[N_OPTS]) {
     snprintf(help_bind, sizeof help_bind, "ZeroMQ endpoint; repeatable (default %s)",
@@ -130,6 +140,13 @@ static void options(pk_server_opts *o, pk_opt t[N_OPTS]) {
          .dest = &o->jobs_per_gpu,
          .lo = 1,
          .hi = 64},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--rank-visibility",
+         .metavar = "own|all",
+         .help = "GPU jobs: each rank process sees only its own GPU (own) or\n"
+                 "all the job's (all); default $PKGYM_RANK_VISIBILITY, else all",
+         .dest = &o->rank_visibility,
+         .parse = parse_visibility},
         {.type = PK_OPT_LONG,
          .name = "--gpu-mem-mb",
          .metavar = "N",

@@ -79,6 +79,7 @@ int pk_evaluator_start(pk_evaluator *ev, const pk_evaluator_opts *o, pk_error *e
     }
     so.n_gpus = n;
     so.jobs_per_gpu = o->jobs_per_gpu;
+    so.rank_visibility = o->rank_visibility;
     so.gpu_mem_mb = o->gpu_mem_mb;
     so.cache_dir = o->cache_dir;
     so.remeasure_baseline = o->remeasure_baseline;

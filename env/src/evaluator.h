@@ -23,6 +23,7 @@ typedef struct pk_evaluator_opts {
     const int *gpus;
     int n_nvml_gpus; /* GPUs NVML lists (used when n_gpus is -1) */
     int jobs_per_gpu;
+    int rank_visibility; /* pk_scheduler_opts.rank_visibility */
     long gpu_mem_mb;
     /* Broker mode when n_worker_binds > 0. */
     const char *const *worker_binds;

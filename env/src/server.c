@@ -172,6 +172,7 @@ static int start_evaluator(pk_server *s, const char *done, pk_error *err) {
     eo.gpus = s->opts.gpus;
     eo.n_nvml_gpus = (int)json_array_size(s->gpus);
     eo.jobs_per_gpu = s->opts.jobs_per_gpu;
+    eo.rank_visibility = s->opts.rank_visibility;
     eo.gpu_mem_mb = s->opts.gpu_mem_mb;
     eo.worker_binds = s->opts.worker_binds;
     eo.n_worker_binds = s->opts.n_worker_binds;

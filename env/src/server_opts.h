@@ -27,8 +27,9 @@ typedef struct pk_server_opts {
     int queue_limit;
     int n_gpus; /* -1: every GPU NVML reports */
     int gpus[PK_SCHED_MAX_GPUS];
-    int jobs_per_gpu; /* 0: the scheduler's default */
-    long gpu_mem_mb;  /* 0: from the free memory at start; -1: not counted */
+    int jobs_per_gpu;    /* 0: the scheduler's default */
+    int rank_visibility; /* PK_RANK_VISIBILITY_*; 0: $PKGYM_RANK_VISIBILITY, else all */
+    long gpu_mem_mb;     /* 0: from the free memory at start; -1: not counted */
     int shutdown_grace_ms;
     int remeasure_baseline;    /* time the reference on every step (no baseline cache reads) */
     double baseline_max_cv;    /* cached baselines noisier than this are measured again */

@@ -190,7 +190,17 @@ typedef struct pk_eval_opts {
     int profile;
     struct pk_profile_budget *profile_budget;
     double profile_timeout_s;
+    /* Which GPUs each rank process of a GPU job sees (PK_RANK_VISIBILITY_*): all the job's
+     * (device = rank) or only its own (device 0). 0: $PKGYM_RANK_VISIBILITY, else all. */
+    int rank_visibility;
 } pk_eval_opts;
+
+enum { PK_RANK_VISIBILITY_DEFAULT = 0, PK_RANK_VISIBILITY_ALL = 1, PK_RANK_VISIBILITY_OWN = 2 };
+/* "all" or "own" -> PK_RANK_VISIBILITY_ALL / _OWN; -1 for anything else. */
+int pk_rank_visibility_parse(const char *name);
+/* The visibility a job with these options runs with: opts->rank_visibility when set, else
+ * $PKGYM_RANK_VISIBILITY ("own" or "all"; anything else counts as "all"), else all. */
+int pk_rank_visibility_of(const pk_eval_opts *opts);
 
 void pk_eval_opts_default(pk_eval_opts *o);
 

@@ -446,6 +446,17 @@ static int gpu_sync_stream(rn_backend *b, pk_ctx *ctx) {
     return 0;
 }
 
+// Event pairs for `calls` timed calls, created once, before any timing: as many as the plan's
+// largest run of calls (b->max_timed_calls, set before the arena), not RN_MAX_RUN_CALLS pairs
+// (2050 driver calls at set-up, most never used).
+static int ensure_events(rn_backend *b, int calls) {
+    if (calls > RN_MAX_RUN_CALLS)
+        calls = RN_MAX_RUN_CALLS;
+    for (; g_state.n_events < 2 * calls; g_state.n_events++)
+        CU(b, cudaEventCreate(&g_state.ev[g_state.n_events]));
+    return 0;
+}
+
 static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogue)(void *, int),
                           void *arg, int iters, double *us, double *host_total_us,
                           double *stream_total_us) {
@@ -453,6 +464,8 @@ static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogu
         iters = RN_MAX_RUN_CALLS;
     if (iters <= 0)
         return 0;
+    if (ensure_events(b, iters)) // normally made at set-up already: a no-op
+        return -1;
     CU(b, cudaDeviceSynchronize());
     double start = pk_now_us();
     for (int i = 0; i < iters; i++) {
@@ -482,6 +495,8 @@ static int gpu_time_calls(rn_backend *b, int (*call)(void *, int), int (*epilogu
 }
 
 static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
+    if (ensure_events(b, b->max_timed_calls > 16 ? b->max_timed_calls : 16))
+        return -1;
     ncclResult_t r = ncclMemAlloc(&g_state.arena, bytes);
     if (r != ncclSuccess)
         return nccl_fail(b, r, "ncclMemAlloc");
@@ -490,13 +505,17 @@ static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
                                NCCL_WIN_COLL_SYMMETRIC);
     if (r != ncclSuccess)
         return nccl_fail(b, r, "ncclCommWindowRegister");
-    ncclDevCommRequirements reqs;
-    memset(&reqs, 0, sizeof reqs);
-    reqs.lsaBarrierCount = g_state.lsa_barriers;
-    r = ncclDevCommCreate(g_state.comm, &reqs, &g_state.dev_comm);
-    if (r != ncclSuccess)
-        return nccl_fail(b, r, "ncclDevCommCreate");
-    g_state.have_dev_comm = 1;
+    // A problem without "device_api" gets no device communicator: its candidate cannot name
+    // one (pk_ctx.h declares none), and creating it is a collective call that costs set-up time.
+    if (b->device_api) {
+        ncclDevCommRequirements reqs;
+        memset(&reqs, 0, sizeof reqs);
+        reqs.lsaBarrierCount = g_state.lsa_barriers;
+        r = ncclDevCommCreate(g_state.comm, &reqs, &g_state.dev_comm);
+        if (r != ncclSuccess)
+            return nccl_fail(b, r, "ncclDevCommCreate");
+        g_state.have_dev_comm = 1;
+    }
     // NCCL has no host-side getter for peer addresses: ask the device.
     void **d_peers = (void **)g_state.cmp + 8;
     peer_pointers_kernel<<<1, 1, 0, g_state.harness>>>(g_state.window, ctx->world_size, d_peers);
@@ -507,8 +526,10 @@ static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
     ctx->sym_base = g_state.arena;
     ctx->sym_size = bytes;
     ctx->window = g_state.window;
-    ctx->dev_comm = g_state.dev_comm;
-    ctx->lsa_barrier_count = g_state.lsa_barriers;
+    if (g_state.have_dev_comm) {
+        ctx->dev_comm = g_state.dev_comm;
+        ctx->lsa_barrier_count = g_state.lsa_barriers;
+    }
     // NCCL maps the window at its own addresses (ours included); our own entry stays the
     // ncclMemAlloc pointer, so pk_peer(ctx, p, rank) == p. Both alias the same memory.
     ctx->peer_base[ctx->rank] = ctx->sym_base;
@@ -554,8 +575,6 @@ static int setup_device(rn_backend *b, pk_ctx *ctx) {
         e = cudaMalloc(&g_state.flush, g_state.flush_bytes);
     if (e == cudaSuccess && g_state.flush)
         e = cudaMemset(g_state.flush, 1, g_state.flush_bytes);
-    for (int i = 0; i < 2 * RN_MAX_RUN_CALLS && e == cudaSuccess; i++)
-        e = cudaEventCreate(&g_state.ev[i]);
     if (e != cudaSuccess)
         return cuda_fail(b, e, "device setup");
     timed_stream = ctx->stream;
@@ -563,7 +582,7 @@ static int setup_device(rn_backend *b, pk_ctx *ctx) {
     return 0;
 }
 
-extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
+extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g, int device) {
     memset(b, 0, sizeof *b);
     b->gpu = 1;
     b->alloc_private = gpu_alloc;
@@ -589,7 +608,9 @@ extern "C" int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g) {
     b->to_host = gpu_to_host;
     b->rms = gpu_rms;
     b->fini = gpu_fini;
-    ctx->device = g->rank; // CUDA_VISIBLE_DEVICES holds exactly the job's GPUs
+    // CUDA_VISIBLE_DEVICES holds exactly the job's GPUs (device = rank), or under
+    // --rank-visibility own only this rank's (device 0).
+    ctx->device = device;
     // Device setup has no collectives; all ranks agree on its outcome before NCCL init, so
     // that one failing rank cannot leave the others waiting in ncclCommInitRank.
     int ok = setup_device(b, ctx) == 0, all_ok[PK_MAX_RANKS];

@@ -17,7 +17,8 @@ static void usage(void) {
             "  (--candidate SO | --reference-as-candidate) (--seed N | --seed-file F) --trials N\n"
             "  --world N --launcher fork|mpi --out FILE --progress-dir DIR [--skip-timing]\n"
             "  [--skip-reference-timing] [--wait-go] [--teardown] [--lock-setup] [--lock-exit]\n"
-            "  [--lock-dir DIR --lock-ids 0,1] [--fake-setup-failure] [--regime NAME]\n");
+            "  [--lock-dir DIR --lock-ids 0,1] [--fake-setup-failure] [--regime NAME]\n"
+            "  [--rank-visibility own|all]\n");
 }
 
 static int parse(int argc, char **argv, rn_opts *o) {
@@ -71,6 +72,11 @@ static int parse(int argc, char **argv, rn_opts *o) {
             o->regime = pk_regime_from_name(argv[++i]);
             if (o->regime < 0)
                 return -1;
+        } else if (!strcmp(a, "--rank-visibility") && v) {
+            const char *mode = argv[++i];
+            if (strcmp(mode, "own") != 0 && strcmp(mode, "all") != 0)
+                return -1;
+            o->rank_visibility_own = !strcmp(mode, "own");
         } else if (!strcmp(a, "--reference-as-candidate")) {
             o->reference_as_candidate = 1;
         } else {
@@ -122,6 +128,12 @@ int main(int argc, char **argv) {
     rn_group g;
     memset(&g, 0, sizeof g);
     if (!strcmp(o.launcher, "mpi")) {
+        /* Before MPI_Init, which may initialize CUDA: the rank from mpirun's environment. */
+        const char *mpi_rank = getenv("OMPI_COMM_WORLD_RANK");
+        if (o.rank_visibility_own && (!mpi_rank || rn_visible_apply(atoi(mpi_rank)))) {
+            fprintf(stderr, "pk-runner: --rank-visibility own: no rank for this process\n");
+            return PK_RUNNER_EXIT_INFRA;
+        }
         if (rn_group_mpi_init(&g, &argc, &argv)) {
             fprintf(stderr, "pk-runner: MPI_Init failed\n");
             return PK_RUNNER_EXIT_INFRA;
@@ -149,6 +161,9 @@ int main(int argc, char **argv) {
     int hold_exit = o.lock_exit && o.lock_dir && o.n_lock_ids > 0;
     if (who == 0) {
         rn_crash_markers_install(o.progress_dir, g.rank);
+        /* The supervisor never initializes CUDA: each child is the first to, after this. */
+        if (o.rank_visibility_own && rn_visible_apply(g.rank))
+            _exit(PK_RUNNER_EXIT_INFRA);
         int rc = rn_rank_main(&o, &g);
         fflush(NULL);
         if (hold_exit)

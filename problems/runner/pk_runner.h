@@ -64,7 +64,17 @@ typedef struct rn_opts {
      * call and one call bracketed by profile_range, under the GPU locks held exclusively.
      * The harness passes --skip-timing with it: nothing of such a run is timed. */
     int profile_call;
+    /* --rank-visibility own: each rank's CUDA_VISIBLE_DEVICES is its own GPU (device 0 then);
+     * all (default): every rank sees all the job's GPUs and uses device `rank`. */
+    int rank_visibility_own;
 } rn_opts;
+
+/* The CUDA_VISIBLE_DEVICES of rank `rank` under --rank-visibility own: the rank-th entry of the
+ * job's list (`list`, comma-separated, as the sandbox set it), or the rank's index when the list
+ * is unset or empty. Returns 0, or -1 when the list has no such entry or out is too small. */
+int rn_visible_own(const char *list, int rank, char *out, size_t cap);
+/* Applies rn_visible_own to this process's environment; before anything initializes CUDA. */
+int rn_visible_apply(int rank);
 
 /* Communication between the ranks of the harness itself (never the candidate's channel). */
 typedef struct rn_group {
@@ -162,12 +172,19 @@ typedef struct rn_backend {
      * NULL on the host backend. */
     int (*profile_range)(struct rn_backend *b, int on);
     size_t l2_bytes;
+    /* Set before setup_arena: the problem offers NCCL's device API ("device_api": true), so
+     * the GPU backend creates ctx->dev_comm; otherwise it creates none (the bytes stay zero). */
+    int device_api;
+    /* Set before setup_arena: the most calls one time_calls will run (the GPU backend creates
+     * that many event pairs then, not RN_MAX_RUN_CALLS of them). */
+    int max_timed_calls;
 } rn_backend;
 
 /* Init fills ctx (rank, device, stream, communicator) and b->l2_bytes; setup_arena then
  * allocates the symmetric arena of `bytes` and fills ctx's arena fields. */
 int rn_backend_host_init(rn_backend *b, pk_ctx *ctx);
-int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g);
+/* device: the CUDA device of this rank (its rank, or 0 when it sees only its own GPU). */
+int rn_backend_gpu_init(rn_backend *b, pk_ctx *ctx, rn_group *g, int device);
 
 /* Key of the input stream of (trial or call key, rank, argument). */
 uint64_t rn_stream_key(uint64_t seed, int trial, int rank, int arg);

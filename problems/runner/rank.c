@@ -175,6 +175,13 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
         return rn_fail(st, "too many arguments and slots for the guard zones");
     rn_plan_make(rs->o->seed, rs->o->trials, rs->p->warmup_iters, rs->p->iters,
                  rs->p->timing_blocks, rs->lay.copies, &rs->plan);
+    rs->b.device_api = rs->p->device_api;
+    /* The most calls one time_calls runs: a timed block and its lead-in, or a warm-up chunk. */
+    rs->b.max_timed_calls = 16;
+    for (int side = 0; side < 2; side++)
+        for (int blk = 0; blk < rs->plan.blocks; blk++)
+            if (rs->plan.block[side][blk].n + 1 > rs->b.max_timed_calls)
+                rs->b.max_timed_calls = rs->plan.block[side][blk].n + 1;
     if (rs->b.setup_arena(&rs->b, &rs->ctx, rs->lay.arena_bytes))
         return rn_fail(st, "arena setup failed: %s", rs->b.error);
     rs->ctx.scratch = (char *)rs->ctx.sym_base + rs->lay.scratch_off;
@@ -190,13 +197,20 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
     if (rs->b.fill_guards(&rs->b, rs->ctx.sym_base, rs->zones_dev, rs->lay.n_zones,
                           rs->plan.guard_seed))
         return rn_fail(st, "cannot fill the guard zones: %s", rs->b.error);
+    /* Reference outputs and snapshots exist for outputs (and in-outs) only, pristine copies
+     * for inputs (and in-outs) only: nothing reads the others, and on GPUs each reference
+     * output is a collective window registration (issue 30: set-up diet). */
     for (int i = 0; i < rs->p->n_args; i++) {
         size_t n = rs->lay.arg_bytes[i] ? rs->lay.arg_bytes[i] : 1;
-        rs->ref_out[i] = rs->b.alloc_reference ? rs->b.alloc_reference(&rs->b, n)
-                                               : rs->b.alloc_private(&rs->b, n);
-        rs->pristine[i] = rs->b.alloc_private(&rs->b, n);
-        rs->snap[i] = rs->b.alloc_private(&rs->b, n);
-        if (!rs->ref_out[i] || !rs->pristine[i] || !rs->snap[i])
+        int out = rs->p->args[i].role != PK_ARG_INPUT, in = rs->p->args[i].role != PK_ARG_OUTPUT;
+        if (out) {
+            rs->ref_out[i] = rs->b.alloc_reference ? rs->b.alloc_reference(&rs->b, n)
+                                                   : rs->b.alloc_private(&rs->b, n);
+            rs->snap[i] = rs->b.alloc_private(&rs->b, n);
+        }
+        if (in)
+            rs->pristine[i] = rs->b.alloc_private(&rs->b, n);
+        if ((out && (!rs->ref_out[i] || !rs->snap[i])) || (in && !rs->pristine[i]))
             return rn_fail(st, "out of memory for private buffers");
     }
     return setup_samples(rs, st);
@@ -408,9 +422,11 @@ static int set_up(rank_state *rs, rank_step *st, rn_report *rep, rank_step *all,
      * overlaps them: a context's creation disturbed co-resident timing (up to 1.78x on a
      * reference timed against itself, bench/results/gpu-pass-2026-11-23b-h200x2.md). */
     int lock = rs->o->lock_setup ? RN_LOCK_SETUP : RN_LOCK_NONE;
+    /* --rank-visibility own: this process sees only its GPU, as device 0 (visible.c). */
+    int device = rs->o->rank_visibility_own ? 0 : rs->g->rank;
     int locked = rn_gpu_phase_begin(rs, lock, st) == 0;
     int init_rc = !locked             ? -1
-                  : rs->p->device_gpu ? rn_backend_gpu_init(&rs->b, &rs->ctx, rs->g)
+                  : rs->p->device_gpu ? rn_backend_gpu_init(&rs->b, &rs->ctx, rs->g, device)
                                       : rn_backend_host_init(&rs->b, &rs->ctx);
     st->init_ms = pk_now_ms() - *t0;
     double t_arena = pk_now_ms();

@@ -65,7 +65,17 @@ typedef struct check_args {
     pk_eval_opts o;
 } check_args;
 
-enum { N_OPTS = 21 };
+static int parse_visibility(const char *cmd, const char *name, const char *value, void *dest) {
+    int v = pk_rank_visibility_parse(value);
+    if (v < 0) {
+        fprintf(stderr, "pkgym %s: %s wants own or all, got '%s'\n", cmd, name, value);
+        return -1;
+    }
+    *(int *)dest = v;
+    return 0;
+}
+
+enum { N_OPTS = 22 };
 
 static void options_table(pk_opt *t, check_args *a) {
     pk_eval_opts *o = &a->o;
@@ -188,6 +198,13 @@ static void options_table(pk_opt *t, check_args *a) {
          .metavar = "FILE",
          .help = "write the profile's timeline as SVG to FILE",
          .dest = &a->svg},
+        {.type = PK_OPT_CUSTOM,
+         .name = "--rank-visibility",
+         .metavar = "own|all",
+         .help = "GPU problems: each rank process sees only its own GPU (own) or\n"
+                 "all the job's (all); default $PKGYM_RANK_VISIBILITY, else all",
+         .dest = &o->rank_visibility,
+         .parse = parse_visibility},
     };
     memcpy(t, rows, sizeof rows);
 }

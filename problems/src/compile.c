@@ -42,9 +42,17 @@ static const char *const *flags_of(const pk_job *job) {
     return job->p->device_gpu ? gpu_flags : host_flags;
 }
 
+/* "device_api": true: pk_ctx.h includes nccl_device.h and declares ctx->dev_comm. */
+static const char *const device_api_flags[] = {"-DPK_DEVICE_API=1", NULL};
+static const char *const cublas_device_api_flags[] = {"-DPK_DEVICE_API=1", "-lcublas", "-lcublasLt",
+                                                      NULL};
+
 static const char *const *extra_flags_of(const pk_job *job) {
     static const char *const none[] = {NULL};
-    return job->p->link_cublas ? cublas_flags : none;
+    int api = job->p->device_gpu && job->p->device_api;
+    if (job->p->link_cublas)
+        return api ? cublas_device_api_flags : cublas_flags;
+    return api ? device_api_flags : none;
 }
 
 /* The flags, as one string, recorded in the result and hashed into the compile key. */

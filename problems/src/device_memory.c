@@ -40,7 +40,9 @@ long pk_job_device_mb(const pk_problem *p, int world_size) {
     }
     unsigned long long scratch = p->scratch_bytes > 0 ? (unsigned long long)p->scratch_bytes : 0;
     unsigned long long arena = copies * set + align_up(scratch) + 3 * GUARD_BYTES + ALIGN_BYTES;
-    /* Reference outputs, pristine inputs and snapshots (one each per argument), the sample
+    /* Reference outputs, pristine inputs and snapshots (the runner makes the first and last for
+     * outputs only and pristine copies for inputs only; counted per argument, as an upper
+     * bound), the sample
      * positions and verified calls' samples, and the 2 x L2 flush buffer. */
     unsigned long long samples = (unsigned long long)p->n_args * SAMPLES * 8 * (MAX_VERIFIED + 4);
     unsigned long long total = arena + 3 * args + samples + 2 * L2_ASSUMED;

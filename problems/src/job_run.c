@@ -176,6 +176,12 @@ int pk_job_build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     const char *lock_setup = getenv("PKGYM_LOCK_SETUP");
     if (!lock_setup || strcmp(lock_setup, "0") != 0)
         l->argv[n++] = "--lock-setup";
+    /* Each rank sees only its own GPU (issue 30, lever 1): the runner narrows the sandbox's
+     * CUDA_VISIBLE_DEVICES per rank; the device nodes and locks stay the job's. */
+    if (p->device_gpu && pk_rank_visibility_of(&job->opts) == PK_RANK_VISIBILITY_OWN) {
+        l->argv[n++] = "--rank-visibility";
+        l->argv[n++] = "own";
+    }
     /* Measurements only: the ranks' exit (the driver freeing contexts) under the locks too. It
      * made no measurable difference (bench/results/gpu-pass-2026-11-23b-h200x2.md), so it is off.
      */
@@ -202,6 +208,11 @@ int pk_job_build_launch(pk_job *job, const char *launcher, const int *gpus, int 
     if (dbg && *dbg) {
         snprintf(l->nccl_debug, sizeof l->nccl_debug, "NCCL_DEBUG=%s", dbg);
         l->env_add[n_env++] = l->nccl_debug;
+    }
+    const char *subsys = getenv("PKGYM_NCCL_DEBUG_SUBSYS"); /* e.g. P2P,SHM,NET: transports */
+    if (subsys && *subsys) {
+        snprintf(l->nccl_subsys, sizeof l->nccl_subsys, "NCCL_DEBUG_SUBSYS=%s", subsys);
+        l->env_add[n_env++] = l->nccl_subsys;
     }
     l->env_add[n_env] = NULL;
     pk_sandbox_opts *so = &l->so;

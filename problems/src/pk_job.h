@@ -11,7 +11,8 @@
  * thread can use it. */
 typedef struct pk_job_launch {
     char world[8], trials[8], seed_path[660], module_arg[600], nccl_debug[64];
-    char *argv[48];
+    char nccl_subsys[96];
+    char *argv[64];
     const char *env_add[12];
     int gpus[PK_MAX_RANKS];
     pk_sandbox_opts so;

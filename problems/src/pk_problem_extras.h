@@ -8,6 +8,7 @@
 
 int pk_load_params(const char *file, json_t *root, pk_problem *p, pk_error *err);
 int pk_load_libraries(const char *file, json_t *root, pk_problem *p, pk_error *err);
+int pk_load_device_api(const char *file, json_t *root, pk_problem *p, pk_error *err);
 int pk_load_presets(const char *file, json_t *root, pk_problem *p, pk_error *err);
 int pk_append_reference(const char *file, json_t *root, pk_problem *p, pk_error *err);
 /* The constraints at every allowed world size with the current dims. */

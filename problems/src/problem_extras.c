@@ -54,6 +54,21 @@ int pk_load_libraries(const char *file, json_t *root, pk_problem *p, pk_error *e
     return PK_OK;
 }
 
+/* "device_api": true offers NCCL's device API: the candidate compiles with -DPK_DEVICE_API=1, so
+ * pk_ctx.h includes nccl_device.h and declares ctx->dev_comm, which the runner creates. Off by
+ * default: the header costs the compiler more than a second per candidate. */
+int pk_load_device_api(const char *file, json_t *root, pk_problem *p, pk_error *err) {
+    json_t *v = json_object_get(root, "device_api");
+    if (!v)
+        return PK_OK;
+    if (!json_is_boolean(v))
+        return bad(file, err, "device_api", "must be true or false");
+    p->device_api = json_is_true(v);
+    if (p->device_api && !p->device_gpu)
+        return bad(file, err, "device_api", "only \"device\": \"gpu\" problems have NCCL");
+    return PK_OK;
+}
+
 int pk_load_presets(const char *file, json_t *root, pk_problem *p, pk_error *err) {
     json_t *presets = json_object_get(root, "dims_presets");
     if (!presets)

@@ -364,6 +364,7 @@ static int load_fields(loader *ld, json_t *root, pk_problem *p) {
     return load_dims(ld, root, p) || load_args(ld, root, p) || load_roofline(ld, root, p) ||
            pk_load_params(ld->file, root, p, ld->err) ||
            pk_load_libraries(ld->file, root, p, ld->err) ||
+           pk_load_device_api(ld->file, root, p, ld->err) ||
            pk_load_presets(ld->file, root, p, ld->err);
 }
 

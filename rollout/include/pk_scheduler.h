@@ -44,6 +44,9 @@ typedef struct pk_scheduler_opts {
     /* infra_errors in a row (runs that failed before candidate code was loaded, with no run
      * on that GPU succeeding in between) after which a GPU leaves the pool; 0: 3. */
     int gpu_infra_limit;
+    /* Which GPUs each rank process of a GPU job sees (pk_eval_opts.rank_visibility), for jobs
+     * that do not say; 0: $PKGYM_RANK_VISIBILITY, else all. */
+    int rank_visibility;
 } pk_scheduler_opts;
 
 /* One finished job, sent over done_endpoint as a single frame holding the pointer

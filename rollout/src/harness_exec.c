@@ -22,6 +22,7 @@ typedef struct harness_exec {
     pk_key_gate gate;        /* compile keys being compiled */
     pthread_mutex_t warm_mu; /* a task's job pointer and warm fields (warm vs compile) */
     char lock_dir[512];      /* every job's GPU timing locks */
+    int rank_visibility;     /* pk_scheduler_opts.rank_visibility */
 } harness_exec;
 
 static int describe(void *ctx, const pk_problem *p, int *world, int *needs_gpu, pk_error *err) {
@@ -76,6 +77,8 @@ static int compile_stage(harness_exec *h, pk_sched_task *t) {
     pk_eval_result_init(t->res);
     if (!t->opts.lock_dir) /* jobs share GPUs: timing holds them through the locks */
         t->opts.lock_dir = h->lock_dir;
+    if (!t->opts.rank_visibility)
+        t->opts.rank_visibility = h->rank_visibility;
     if (baseline_usable(h, t) && !h->remeasure_baseline && t->opts.baseline_us <= 0) {
         pk_baseline_key k = baseline_key(h, t);
         pk_baseline_entry b;
@@ -214,6 +217,7 @@ int pk_scheduler_create(const pk_scheduler_opts *opts, pk_scheduler **out, pk_er
     pk_key_gate_init(&h->gate);
     pthread_mutex_init(&h->warm_mu, NULL);
     pk_host_info_read(&h->host);
+    h->rank_visibility = opts ? opts->rank_visibility : 0;
     if (opts && opts->lock_dir)
         snprintf(h->lock_dir, sizeof h->lock_dir, "%s", opts->lock_dir);
     else

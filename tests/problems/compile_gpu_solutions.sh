@@ -26,12 +26,14 @@ for dir in "$PK_SOURCE_DIR"/problems/*/*/; do
     if [ -z "$(find "$PK_BUILD_DIR" -name "pkprob_${suite}_$id.so" -print -quit 2>/dev/null)" ]; then
         printf 'module\t%s\n' "$dir/problem.cu"
     fi
+    kind=candidate # "device_api": true: compile.c adds -DPK_DEVICE_API=1
+    grep -q '"device_api": *true' "$dir/meta.json" && kind=candidate-api
     for f in "$dir"solutions/correct.cu "$dir"solutions/wrong.cu; do
-        printf 'candidate\t%s\n' "$f"
+        printf '%s\t%s\n' "$kind" "$f"
     done
     if [ "${PK_COLL_COMPILE_ALL:-0}" = 1 ]; then
         for f in "$dir"solutions/hostile_*.cu "$dir"solutions/shortcut_*.cu; do
-            [ -e "$f" ] && printf 'candidate\t%s\n' "$f"
+            [ -e "$f" ] && printf '%s\t%s\n' "$kind" "$f"
         done
     fi
 done >"$OUT/jobs"
@@ -43,6 +45,8 @@ tr '\t' '\n' <"$OUT/jobs" | xargs -n 2 -P 2 sh -c '
     so="$OUT/$(echo "$src" | tr / _).so"
     if [ "$kind" = module ]; then # the include dirs problems/CMakeLists.txt gives a module
         set -- "-I$PK_SOURCE_DIR/problems/include" "-I$PK_SOURCE_DIR/common/include"
+    elif [ "$kind" = candidate-api ]; then
+        set -- "-I$PK_SOURCE_DIR/problems/include/candidate" -DPK_DEVICE_API=1
     else
         set -- "-I$PK_SOURCE_DIR/problems/include/candidate"
     fi

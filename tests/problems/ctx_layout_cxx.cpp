@@ -1,4 +1,5 @@
-// The C++ view of pk_ctx, for test_ctx_layout.c.
+// The C++ view of pk_ctx with NCCL's device API (compiled with PK_DEVICE_API=1, as candidates
+// of problems with "device_api": true and the runner are), for test_ctx_layout.c.
 #include <cstddef>
 
 #include "candidate/pk_ctx.h"
@@ -13,4 +14,15 @@ extern "C" size_t pk_test_ctx_layout_cxx(int field) {
                           offsetof(pk_ctx, mpi_comm),
                           sizeof(pk_ctx)};
     return field >= 0 && field < (int)(sizeof cxx / sizeof *cxx) ? cxx[field] : 0;
+}
+
+extern "C" int pk_test_ctx_device_headers(void) {
+    int n = 0;
+#ifdef _NCCL_DEVICE_CORE_H_
+    n |= 1;
+#endif
+#ifdef _CUDA_ATOMIC /* nvcc only: a host compiler's view of nccl_device.h has no libcu++ */
+    n |= 2;
+#endif
+    return n;
 }

@@ -184,6 +184,17 @@ static void rejects_malformed_meta(void **state) {
                                &err, dir, sizeof dir),
                      PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "launcher"));
+    /* "device_api": a boolean, and only where there is NCCL (device "gpu") */
+    assert_int_equal(load_text("{" BASE ", \"device_api\": true, \"args\": [{\"name\": \"x\", "
+                               "\"dtype\": \"f32\", \"role\": \"input\", \"count\": 4}]}",
+                               &err, dir, sizeof dir),
+                     PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "device_api"));
+    assert_int_equal(load_text("{" BASE ", \"device_api\": 1, \"args\": [{\"name\": \"x\", "
+                               "\"dtype\": \"f32\", \"role\": \"input\", \"count\": 4}]}",
+                               &err, dir, sizeof dir),
+                     PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "device_api"));
     assert_int_equal(load_text("{ not json", &err, dir, sizeof dir), PK_ERR_INVALID);
     assert_int_equal(load_text("{" BASE ", \"args\": [{\"name\": \"x\", \"dtype\": \"f32\", "
                                "\"role\": \"input\", \"count\": 4}]}",

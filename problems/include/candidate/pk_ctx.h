@@ -6,6 +6,13 @@
  * that holds every argument buffer and a scratch buffer at the same offset on every
  * rank, so a peer's buffer is reachable by NVLink load/store through pk_peer().
  * Host problems (suite `selftest`): no CUDA, the ranks talk through MPI (mpi_comm).
+ *
+ * NCCL's device API (nccl_device.h, with <cuda/atomic> and the rest of libcu++ behind it) is
+ * opt-in per problem: the harness compiles with -DPK_DEVICE_API=1 only for problems whose
+ * meta.json says "device_api": true. Without it this header declares no ncclDevComm, dev_comm is
+ * opaque bytes, and the runner creates no device communicator (the bytes stay zero). Parsing
+ * the device API costs the compiler more than a second, so problems that offer only the host
+ * API (and cuBLAS) leave it out.
  */
 #ifndef PK_CTX_H
 #define PK_CTX_H
@@ -16,7 +23,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
-#if defined(__cplusplus)
+#if defined(__cplusplus) && defined(PK_DEVICE_API)
 #include <nccl_device.h>
 #endif
 
@@ -40,13 +47,16 @@ typedef struct pk_ctx {
     void *scratch; /* candidate scratch inside the arena, same offset on all ranks */
     size_t scratch_size;
     int lsa_barrier_count; /* LSA barriers reserved in dev_comm (use one per CTA) */
-    /* Device communicator for NCCL's device API (LSA). C sees the same 512 aligned bytes, so
-     * the layout (and mpi_comm's offset) is identical in C and C++. */
-#if defined(__cplusplus)
+    /* Device communicator for NCCL's device API (LSA), on problems with "device_api": true.
+     * C, and C++ without PK_DEVICE_API, see the same 512 aligned bytes, so the layout (and
+     * mpi_comm's offset) is identical either way. */
+#if defined(__cplusplus) && defined(PK_DEVICE_API)
     union alignas(16) {
         ncclDevComm dev_comm;
         unsigned char dev_comm_opaque[512];
     };
+#elif defined(__cplusplus)
+    alignas(16) unsigned char dev_comm_opaque[512];
 #else
     _Alignas(16) unsigned char dev_comm_opaque[512];
 #endif
@@ -54,7 +64,7 @@ typedef struct pk_ctx {
     void *mpi_comm; /* host problems: an MPI_Comm over all ranks; NULL on device problems */
 } pk_ctx;
 
-#if defined(__cplusplus)
+#if defined(__cplusplus) && defined(PK_DEVICE_API)
 static_assert(sizeof(ncclDevComm) <= 512, "pk_ctx reserves 512 bytes for ncclDevComm");
 #endif
 

@@ -1,0 +1,28 @@
+// The C++ view of pk_ctx without NCCL's device API (no PK_DEVICE_API), for test_ctx_layout.c.
+#include <cstddef>
+
+#include "candidate/pk_ctx.h"
+
+// What nccl_device.h and <cuda/atomic> define: neither may be reachable without PK_DEVICE_API.
+extern "C" int pk_test_ctx_device_headers_plain(void) {
+    int n = 0;
+#ifdef _NCCL_DEVICE_CORE_H_
+    n |= 1;
+#endif
+#ifdef _CUDA_ATOMIC /* nvcc only: a host compiler's view of nccl_device.h has no libcu++ */
+    n |= 2;
+#endif
+    return n;
+}
+
+extern "C" size_t pk_test_ctx_layout_cxx_plain(int field) {
+    const size_t cxx[] = {offsetof(pk_ctx, stream),
+                          offsetof(pk_ctx, comm),
+                          offsetof(pk_ctx, peer_base),
+                          offsetof(pk_ctx, window),
+                          offsetof(pk_ctx, lsa_barrier_count),
+                          offsetof(pk_ctx, dev_comm_opaque),
+                          offsetof(pk_ctx, mpi_comm),
+                          sizeof(pk_ctx)};
+    return field >= 0 && field < (int)(sizeof cxx / sizeof *cxx) ? cxx[field] : 0;
+}
