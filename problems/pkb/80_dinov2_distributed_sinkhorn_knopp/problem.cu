@@ -121,15 +121,19 @@ __global__ void scale_all(float *q, long long n, const float *by) {
         q[i] /= d;
 }
 
-// s[k] = sum_b q[b][k]: PKB's q.sum(dim=1) of its K x B q (this rank's batch).
+// s[k] += sum of q[b][k] over this block's share of the samples (s zeroed before): PKB's
+// q.sum(dim=1) of its K x B q (this rank's batch), split over SPLIT shares of the samples so
+// that enough loads are in flight (a thread per prototype alone would leave HBM idle).
+#define SPLIT 32
 __global__ void proto_sums(const float *q, long long B, long long K, float *s) {
-    for (long long k = (long long)blockIdx.x * THREADS + threadIdx.x; k < K;
-         k += (long long)gridDim.x * THREADS) {
-        float acc = 0.f;
-        for (long long b = 0; b < B; b++)
-            acc += q[b * K + k];
-        s[k] = acc;
-    }
+    const long long k = (long long)blockIdx.x * THREADS + threadIdx.x;
+    if (k >= K)
+        return;
+    const long long b0 = B * blockIdx.y / SPLIT, b1 = B * (blockIdx.y + 1) / SPLIT;
+    float acc = 0.f;
+    for (long long b = b0; b < b1; b++)
+        acc += q[b * K + k];
+    atomicAdd(s + k, acc);
 }
 
 // q[b][k] = q[b][k] / s[k] / K (PKB: q /= row_sum; q /= num_prototypes: two roundings).
@@ -196,8 +200,12 @@ static int reference(const pk_problem_call *call) {
         return rc;
     scale_all<<<grid_for(n), THREADS, 0, s>>>(q, n, mass);
     for (long long it = 0; it < iters && !rc; it++) {
-        proto_sums<<<grid_for(K), THREADS, 0, s>>>(q, B, K, sums);
-        rc = cuda_code(cudaGetLastError());
+        rc = cuda_code(cudaMemsetAsync(sums, 0, (size_t)K * sizeof(float), s));
+        if (!rc)
+            proto_sums<<<dim3((unsigned)((K + THREADS - 1) / THREADS), SPLIT), THREADS, 0, s>>>(
+                q, B, K, sums);
+        if (!rc)
+            rc = cuda_code(cudaGetLastError());
         if (!rc)
             rc = nccl_code(ncclAllReduce(sums, sums, (size_t)K, ncclFloat, ncclSum, ctx->comm, s));
         if (rc)
