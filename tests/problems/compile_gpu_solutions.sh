@@ -36,7 +36,11 @@ for dir in "$PK_SOURCE_DIR"/problems/*/*/; do
             [ -e "$f" ] && printf '%s\t%s\n' "$kind" "$f"
         done
     fi
-done >"$OUT/jobs"
+done >"$OUT/all-jobs"
+# PK_COMPILE_SHARD=i/n: only every n-th job from the i-th (ctest runs the shards as separate
+# tests, each within its own time limit, side by side under -j).
+shard=${PK_COMPILE_SHARD:-0/1}
+awk -F'\t' -v i="${shard%/*}" -v n="${shard#*/}" '(NR - 1) % n == i' "$OUT/all-jobs" >"$OUT/jobs"
 
 export NVCC OUT PK_SOURCE_DIR
 # shellcheck disable=SC2016
