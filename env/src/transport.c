@@ -73,7 +73,9 @@ int pk_transport_send(const pk_transport *t, const pk_envelope *env, const void 
         }
         frames[n] = data;
         lens[n++] = len;
-        return pk_zmtp_front_send(t->front, env->frame[0], env->len[0], frames, lens, n);
+        /* A peer that has gone: dropped silently, as the ROUTER does. */
+        return pk_zmtp_front_send(t->front, env->frame[0], env->len[0], frames, lens, n) < 0 ? -1
+                                                                                             : 0;
     }
     if (!t->router)
         return -1;

@@ -143,7 +143,8 @@ int pk_socket_bind_secure(void *sock, void *plain_stream, const char *endpoint,
                             "abort the server (libzmq asserts; issue 27, finding 1), and the "
                             "STREAM socket that serves plain endpoints has no %s:// transport. "
                             "Use tcp:// or ipc://, or CURVE (--curve-secret-key FILE and "
-                            "--curve-allow DIR: routing ids then come from the server)",
+                            "--curve-allow DIR for clients, --worker-curve-allow DIR for "
+                            "workers: routing ids then come from the server)",
                             endpoint, transports[t].scheme, transports[t].scheme);
     void *target = stream ? plain_stream : sock;
     if (network && !curve && !pk_endpoint_is_loopback(endpoint)) {

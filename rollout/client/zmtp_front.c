@@ -448,7 +448,7 @@ int pk_zmtp_front_send(pk_zmtp_front *f, const void *peer, size_t peer_len,
                        const void *const *frames, const size_t *lens, int n) {
     uint32_t slot = find_peer(f, peer, peer_len);
     if (slot == NONE || f->conns[slot].closing || f->conns[slot].z.phase != PK_ZMTP_PHASE_TRAFFIC)
-        return 0;
+        return 1;
     size_t total = 0;
     for (int i = 0; i < n; i++)
         total += (lens[i] <= 255 ? 2 : 9) + lens[i];
@@ -471,7 +471,14 @@ int pk_zmtp_front_send(pk_zmtp_front *f, const void *peer, size_t peer_len,
         return 0; /* the message is ZeroMQ's now */
     }
     zmq_msg_close(&m);
-    return 0;
+    return 1;
+}
+
+int pk_zmtp_front_has_peer(pk_zmtp_front *f, const void *peer, size_t peer_len) {
+    if (!f)
+        return 0;
+    uint32_t slot = find_peer(f, peer, peer_len);
+    return slot != NONE && !f->conns[slot].closing;
 }
 
 int pk_zmtp_front_next_event(pk_zmtp_front *f, pk_zmtp_conn_event *ev) {

@@ -61,10 +61,13 @@ int pk_zmtp_front_pending(const pk_zmtp_front *f);
 /* The next frame of the next whole message, without waiting: 0 with *part (initialised by the
  * caller), *more and *conn (the slot it came on); -1 when no whole message is there. */
 int pk_zmtp_front_recv(pk_zmtp_front *f, zmq_msg_t *part, int *more, uint32_t *conn);
-/* Sends the n frames to the peer named peer (an id pk_zmtp_front_recv gave). 0 when sent or
- * dropped (the peer gone, its queue full), -1 when out of memory. */
+/* Sends the n frames to the peer named peer (an id pk_zmtp_front_recv gave). 0 when sent, 1
+ * when dropped (no such peer, it has gone, or its queue is full: what a ROUTER drops silently,
+ * and refuses with ZMQ_ROUTER_MANDATORY), -1 when out of memory. */
 int pk_zmtp_front_send(pk_zmtp_front *f, const void *peer, size_t peer_len,
                        const void *const *frames, const size_t *lens, int n);
+/* 1 when peer names an open connection of f. */
+int pk_zmtp_front_has_peer(pk_zmtp_front *f, const void *peer, size_t peer_len);
 /* 1 with the oldest connection event not taken yet, 0 when there is none. */
 int pk_zmtp_front_next_event(pk_zmtp_front *f, pk_zmtp_conn_event *ev);
 /* Closes the connections whose ERROR command has had time to leave; call now and then. */

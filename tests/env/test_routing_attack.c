@@ -13,7 +13,9 @@
  * - test_server_survives: the same attack against the whole server (pk_server, as `pkgym
  *   serve` runs it) on a plain ipc:// endpoint: on main it aborted; now the plain endpoint is a
  *   ZMQ_STREAM socket (pk_zmtp_front.h) whose peers cannot name themselves, and everyone is
- *   answered, the server alive until SIGTERM, then exiting 0. */
+ *   answered, the server alive until SIGTERM, then exiting 0.
+ * - test_worker_endpoint_survives: the same against the broker's plain worker endpoint
+ *   (`--worker-bind ipc://...`), now a ZMTP front too. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <signal.h>
@@ -57,7 +59,7 @@ static uint32_t predicted_counter(void) {
     return (high << (sizeof(int) * 8 - 1)) | low;
 }
 
-static char dir[64], endpoint[128];
+static char dir[64], endpoint[128], worker_endpoint[128];
 
 static int setup(void **state) {
     (void)state;
@@ -65,6 +67,7 @@ static int setup(void **state) {
     if (!mkdtemp(dir))
         return -1;
     snprintf(endpoint, sizeof endpoint, "ipc://%s/server", dir);
+    snprintf(worker_endpoint, sizeof worker_endpoint, "ipc://%s/workers", dir);
     return 0;
 }
 
@@ -75,14 +78,18 @@ static int teardown(void **state) {
 
 static const uint8_t hello[] = {0x81, 0xa2, 'o', 'p', 0xa5, 'h', 'e', 'l', 'l', 'o'};
 
-static void *peer(void *ctx, const void *id, size_t id_len) {
+static void *peer_at(void *ctx, const char *ep, const void *id, size_t id_len) {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     if (id)
         zmq_setsockopt(s, ZMQ_ROUTING_ID, id, id_len);
-    zmq_connect(s, endpoint);
+    zmq_connect(s, ep);
     return s;
+}
+
+static void *peer(void *ctx, const void *id, size_t id_len) {
+    return peer_at(ctx, endpoint, id, id_len);
 }
 
 /* Sends hello; 1 when a reply came within timeout_ms. */
@@ -179,14 +186,17 @@ static void on_term(int sig) {
     stop_flag = 1;
 }
 
-/* The whole server, as `pkgym serve --gpus none --bind ipc://...` runs it. */
-static void server_child(void) {
+/* The whole server, as `pkgym serve --gpus none --bind ipc://...` runs it; with_workers: and
+ * `--worker-bind ipc://...` (the broker). */
+static void server_child(int with_workers) {
     signal(SIGTERM, on_term);
     char data[128];
     snprintf(data, sizeof data, "%s/data", dir);
     pk_server_opts o;
     pk_server_opts_default(&o);
     o.binds[o.n_binds++] = endpoint;
+    if (with_workers)
+        o.worker_binds[o.n_worker_binds++] = worker_endpoint;
     o.data_dir = data;
     o.problems_dir = PK_TEST_PROBLEMS_DIR;
     o.modules_dir = PK_TEST_MODULES_DIR;
@@ -203,13 +213,12 @@ static void server_child(void) {
     _exit(rc == 0 ? 0 : 5);
 }
 
-static void test_server_survives(void **state) {
-    (void)state;
+/* Starts the server in a child; returns its pid once it answers. */
+static pid_t start_server(int with_workers) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0)
-        server_child();
-    /* Up when it answers. */
+        server_child(with_workers);
     void *ctx = zmq_ctx_new();
     void *probe = peer(ctx, NULL, 0);
     int status = 0, up = 0;
@@ -218,13 +227,12 @@ static void test_server_survives(void **state) {
     zmq_close(probe);
     zmq_ctx_term(ctx);
     assert_true(up);
-    int answered = attack(pid, &status);
-    int still = alive(pid, &status);
-    if (!still && WIFSIGNALED(status))
-        fail_msg("the server died of signal %d (%s) under the attack", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    assert_true(still);
-    assert_int_equal(answered, ANONYMOUS);
+    return pid;
+}
+
+/* SIGTERM; it must exit 0. */
+static void stop_server(pid_t pid) {
+    int status = 0;
     kill(pid, SIGTERM);
     if (!wait_exit(pid, &status, 30000)) {
         kill(pid, SIGKILL);
@@ -235,10 +243,58 @@ static void test_server_survives(void **state) {
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+static void test_server_survives(void **state) {
+    (void)state;
+    pid_t pid = start_server(0);
+    int status = 0;
+    int answered = attack(pid, &status);
+    int still = alive(pid, &status);
+    if (!still && WIFSIGNALED(status))
+        fail_msg("the server died of signal %d (%s) under the attack", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    assert_true(still);
+    assert_int_equal(answered, ANONYMOUS);
+    stop_server(pid);
+}
+
+/* The broker's plain worker endpoint: peers claiming the ids its ROUTER (seeded the same way)
+ * would generate next, then anonymous peers; nothing needs an answer there, so the server is
+ * asked on its client endpoint afterwards. Before: the broker's ROUTER aborted the server. */
+static void test_worker_endpoint_survives(void **state) {
+    (void)state;
+    pid_t pid = start_server(1);
+    void *ctx = zmq_ctx_new();
+    void *held[CLAIMS], *anon[ANONYMOUS];
+    uint32_t c0 = predicted_counter();
+    for (int k = 0; k < CLAIMS; k++) {
+        uint32_t v = c0 + (uint32_t)k;
+        uint8_t id[5] = {0, (uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+        held[k] = peer_at(ctx, worker_endpoint, id, sizeof id);
+    }
+    usleep(500000); /* their handshakes done (on the old path: their ids held) */
+    for (int i = 0; i < ANONYMOUS; i++)
+        anon[i] = peer_at(ctx, worker_endpoint, NULL, 0);
+    usleep(500000);
+    int status = 0;
+    if (!alive(pid, &status) && WIFSIGNALED(status))
+        fail_msg("the server died of signal %d (%s) under the attack on its worker endpoint",
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+    void *probe = peer(ctx, NULL, 0);
+    assert_true(ask(probe, 10000));
+    zmq_close(probe);
+    for (int i = 0; i < CLAIMS; i++)
+        zmq_close(held[i]);
+    for (int i = 0; i < ANONYMOUS; i++)
+        zmq_close(anon[i]);
+    zmq_ctx_term(ctx);
+    stop_server(pid);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_old_router_aborts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_survives, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_worker_endpoint_survives, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -357,7 +357,7 @@ static void test_plain_endpoints_on_stream(void **state) {
     void *router2 = zmq_socket(ctx, ZMQ_ROUTER), *stream2 = zmq_socket(ctx, ZMQ_STREAM);
     zmq_setsockopt(router2, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(stream2, ZMQ_LINGER, &linger, sizeof linger);
-    const char *curved[] = {"tcp://127.0.0.1:*", "ws://127.0.0.1:*", "tcp://[::1]:*"};
+    const char *curved[] = {"tcp://127.0.0.1:*", "ws://127.0.0.1:*"};
     for (size_t i = 0; i < sizeof curved / sizeof *curved; i++) {
         assert_int_equal(pk_socket_bind_secure(router2, stream2, curved[i], cs,
                                                PK_CURVE_DOMAIN_CLIENTS, 0, resolved,

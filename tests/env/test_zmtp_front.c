@@ -90,6 +90,7 @@ static int serve_one(seen *s) {
     }
     last_conn = conn;
     assert_int_equal(lens[0], PK_ZMTP_PEER_ID_LEN);
+    assert_true(pk_zmtp_front_has_peer(front, data[0], lens[0]));
     const uint8_t *id = data[0];
     assert_int_not_equal(id[0], 0x00); /* never the form libzmq generates */
     if (s && s->n < 512)
@@ -364,8 +365,9 @@ static void test_unknown_peer(void **state) {
     const void *frames[1] = {"x"};
     size_t lens[1] = {1};
     uint8_t id[PK_ZMTP_PEER_ID_LEN] = {0x80};
-    assert_int_equal(pk_zmtp_front_send(front, id, sizeof id, frames, lens, 1), 0);
-    assert_int_equal(pk_zmtp_front_send(front, "\0\0\0\0\1", 5, frames, lens, 1), 0);
+    assert_int_equal(pk_zmtp_front_send(front, id, sizeof id, frames, lens, 1), 1);
+    assert_int_equal(pk_zmtp_front_send(front, "\0\0\0\0\1", 5, frames, lens, 1), 1);
+    assert_false(pk_zmtp_front_has_peer(front, id, sizeof id));
 }
 
 int main(void) {
