@@ -147,7 +147,8 @@ int pk_server_poll_once(pk_server *s, int timeout_ms) {
         expire_idle(s, now);
         s->next_expiry_ms = now + EXPIRY_PERIOD_MS;
     }
-    return n;
+    /* The front's buffered messages count as its socket having something. */
+    return n + (front_pending && !(items[3].revents & ZMQ_POLLIN));
 }
 
 int pk_server_run(pk_server *s) {

@@ -293,6 +293,10 @@ static void test_socket_types(void **state) {
         const event *e = closes(&in, 100, 2, 1);
         assert_non_null(strstr(e->reason, "DEALER or REQ"));
     }
+    bytes too_long = {0}; /* longer than any socket type */
+    greeting(&too_long, 3, 1, "NULL");
+    ready(&too_long, "DEALERDEALERDEALERDEALER", NULL, 0);
+    assert_non_null(strstr(closes(&too_long, 100, 2, 1)->reason, "too long"));
     bytes none = {0}; /* READY without Socket-Type */
     greeting(&none, 3, 1, "NULL");
     ready(&none, NULL, "id", 2);
