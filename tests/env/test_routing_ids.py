@@ -99,7 +99,28 @@ def socket_with_id(self, rid):
 Server.socket_with_id = socket_with_id
 
 
+def plain_ws_refused():
+    """A plain ws:// endpoint could only be a ROUTER (no STREAM transport): refused at start,
+    naming the reason and the alternatives, for clients and for workers."""
+    import os
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="pkgym-ws-") as tmp:
+        for flag in ("--bind", "--worker-bind"):
+            args = [os.environ["PKGYM"], "serve", "--data-dir", os.path.join(tmp, "data"),
+                    "--gpus", "none", "--bind", f"ipc://{tmp}/s.sock"]
+            if flag == "--bind":
+                args[-2:] = ["--bind", "ws://127.0.0.1:*"]
+            else:
+                args += ["--worker-bind", "ws://127.0.0.1:*"]
+            p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            assert p.returncode != 0, f"{flag} ws:// was served:\n{p.stderr}"
+            for words in ("finding 1", "tcp:// or ipc://", "--curve-secret-key"):
+                assert words in p.stderr, f"{flag} ws://: {words!r} not in:\n{p.stderr}"
+
+
 def main():
+    plain_ws_refused()
     for label, kw in (("ipc", {}), ("tcp", {"endpoint": "tcp://127.0.0.1:*"}),
                       ("tcp+CURVE", {"curve": True})):
         server = Server("--gpus", "none", **kw)
