@@ -216,6 +216,10 @@ static void refuse(pk_zmtp_front *f, uint32_t slot, const pk_zmtp_event *ev) {
 }
 
 static uint32_t add_conn(pk_zmtp_front *f, const uint8_t *rid, size_t rid_len) {
+    /* More buckets first, while every slot below n_conns is a whole entry. On failure the old
+     * buckets stay: only longer chains. */
+    if (f->n_open + 1 > f->n_buckets)
+        reindex(f, f->n_buckets * 2);
     uint32_t slot = f->free_head;
     if (slot == NONE) {
         if (f->n_conns == f->cap_conns) {
@@ -247,9 +251,6 @@ static uint32_t add_conn(pk_zmtp_front *f, const uint8_t *rid, size_t rid_len) {
     new_peer_id(f, c->peer);
     pk_zmtp_conn_init(&c->z, f->max_message);
     f->n_open++;
-    if (f->n_open > f->n_buckets && reindex(f, f->n_buckets * 2) != 0) {
-        /* Still indexed in the old buckets: only longer chains. */
-    }
     uint32_t *rb = rid_bucket(f, c->rid, c->rid_len), *pb = peer_bucket(f, c->peer);
     c->next_rid = *rb;
     *rb = slot;

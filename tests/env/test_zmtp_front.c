@@ -359,6 +359,29 @@ static void test_heartbeats(void **state) {
     assert_int_equal(closed, 1);
 }
 
+/* More connections open at once than the front's first index has buckets (256): each is served
+ * under its own id, however many share a bucket chain or moved with the index. */
+static void test_many_connections(void **state) {
+    (void)state;
+    enum { N = 300 };
+    static void *c[N];
+    static seen s;
+    s.n = 0;
+    for (int i = 0; i < N; i++)
+        c[i] = client_socket(ZMQ_DEALER, NULL, 0, endpoints[i % 2]);
+    for (int i = 0; i < N; i++)
+        request(c[i], ZMQ_DEALER, "many", &s);
+    assert_true(pk_zmtp_front_connections(front) >= N);
+    for (int i = 0; i < N; i++) /* the first ones again: found after the index grew */
+        request(c[i], ZMQ_DEALER, "again", NULL);
+    assert_int_equal(s.n, N);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < i; j++)
+            assert_memory_not_equal(s.ids[i], s.ids[j], PK_ZMTP_PEER_ID_LEN);
+    for (int i = 0; i < N; i++)
+        close_client(c[i]);
+}
+
 /* A reply to a peer that has gone, or to an id the server never gave, is dropped. */
 static void test_unknown_peer(void **state) {
     (void)state;
@@ -374,7 +397,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dealer_and_req), cmocka_unit_test(test_next_counter_attack),
         cmocka_unit_test(test_refusals),       cmocka_unit_test(test_heartbeats),
-        cmocka_unit_test(test_unknown_peer),
+        cmocka_unit_test(test_unknown_peer),   cmocka_unit_test(test_many_connections),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
