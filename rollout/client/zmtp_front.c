@@ -13,12 +13,15 @@
 #define RID_MAX 256           /* STREAM's ids are 5 bytes; ZeroMQ's are at most 255 */
 #define ERROR_GRACE_MS 200.0  /* an ERROR command leaves before its connection is closed */
 #define MAX_EVENTS (1u << 20) /* connection events not taken: beyond, the oldest ones stay */
+#define HANDSHAKE_MS 30000.0  /* as libzmq's ZMQ_HANDSHAKE_IVL: greeting and READY within it */
+#define SCAN_MS 50.0          /* how often pk_zmtp_front_tick looks at every connection */
 
 typedef struct fconn {
     int used;
     int closing; /* an ERROR was sent: closed at close_at_ms, its bytes ignored */
     int listed;  /* on the ready queue */
     double close_at_ms;
+    double opened_ms;
     uint8_t rid[RID_MAX]; /* the STREAM socket's id of the connection */
     size_t rid_len;
     uint8_t peer[PK_ZMTP_PEER_ID_LEN]; /* the server's name for the peer */
@@ -45,6 +48,7 @@ struct pk_zmtp_front {
     size_t ev_head, ev_len, ev_cap;
     pk_zmtp_front_counts counts;
     uint64_t fallback_counter;
+    double handshake_ms, next_scan_ms;
 };
 
 static uint32_t hash_bytes(const uint8_t *p, size_t n) {
@@ -248,6 +252,7 @@ static uint32_t add_conn(pk_zmtp_front *f, const uint8_t *rid, size_t rid_len) {
     c->used = 1;
     memcpy(c->rid, rid, rid_len);
     c->rid_len = rid_len;
+    c->opened_ms = pk_now_ms();
     new_peer_id(f, c->peer);
     pk_zmtp_conn_init(&c->z, f->max_message);
     f->n_open++;
@@ -495,9 +500,27 @@ void pk_zmtp_front_tick(pk_zmtp_front *f) {
     if (!f)
         return;
     double now = pk_now_ms();
-    for (uint32_t i = 0; i < f->n_conns; i++)
-        if (f->conns[i].used && f->conns[i].closing && now >= f->conns[i].close_at_ms)
+    if (now < f->next_scan_ms)
+        return;
+    f->next_scan_ms = now + SCAN_MS;
+    for (uint32_t i = 0; i < f->n_conns; i++) {
+        fconn *c = &f->conns[i];
+        if (!c->used)
+            continue;
+        if (c->closing && now >= c->close_at_ms) {
             release(f, i, 1);
+        } else if (!c->closing && c->z.phase != PK_ZMTP_PHASE_TRAFFIC &&
+                   now - c->opened_ms > f->handshake_ms) {
+            /* A peer that never finishes its handshake holds nothing for long. */
+            f->counts.refused++;
+            release(f, i, 1);
+        }
+    }
+}
+
+void pk_zmtp_front_set_handshake_ms(pk_zmtp_front *f, double ms) {
+    if (f)
+        f->handshake_ms = ms;
 }
 
 int pk_zmtp_front_pending(const pk_zmtp_front *f) {
@@ -523,6 +546,7 @@ int pk_zmtp_front_new(void *zctx, size_t max_message, pk_zmtp_front **out, pk_er
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     f->max_message = max_message;
     f->free_head = NONE;
+    f->handshake_ms = HANDSHAKE_MS;
     if (reindex(f, 256) != 0) {
         free(f);
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");

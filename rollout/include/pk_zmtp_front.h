@@ -13,7 +13,9 @@
  * peer id (dropped silently when the peer has gone or its send queue is full, as the ROUTER
  * does). Limits: one message holds at most max_message bytes (beyond: that connection is
  * closed, as ZMQ_MAXMSGSIZE does); what a connection has sent and the server has not read is
- * bounded by about one message; plain tcp:// and ipc:// only (libzmq has no ws:// STREAM).
+ * bounded by about one message; a connection that has not finished its handshake within 30 s
+ * is closed (ZMQ_HANDSHAKE_IVL's default); plain tcp:// and ipc:// only (libzmq has no ws://
+ * STREAM).
  *
  * Not thread-safe: one thread uses a front, as with a ZeroMQ socket. */
 #ifndef PK_ZMTP_FRONT_H
@@ -70,8 +72,12 @@ int pk_zmtp_front_send(pk_zmtp_front *f, const void *peer, size_t peer_len,
 int pk_zmtp_front_has_peer(pk_zmtp_front *f, const void *peer, size_t peer_len);
 /* 1 with the oldest connection event not taken yet, 0 when there is none. */
 int pk_zmtp_front_next_event(pk_zmtp_front *f, pk_zmtp_conn_event *ev);
-/* Closes the connections whose ERROR command has had time to leave; call now and then. */
+/* Closes the connections whose ERROR command has had time to leave, and those that have not
+ * finished their handshake (greeting and READY) within the handshake time; call it every poll
+ * round (it looks at the connections at most every 50 ms). */
 void pk_zmtp_front_tick(pk_zmtp_front *f);
+/* The handshake time: 30 s by default, as libzmq's ZMQ_HANDSHAKE_IVL. */
+void pk_zmtp_front_set_handshake_ms(pk_zmtp_front *f, double ms);
 pk_zmtp_front_counts pk_zmtp_front_get_counts(const pk_zmtp_front *f);
 /* Open connections. */
 size_t pk_zmtp_front_connections(const pk_zmtp_front *f);
