@@ -14,14 +14,21 @@ typedef struct conn {
     pk_client_entry *client; /* the client whose request came on it first; NULL: none yet */
 } conn;
 
+typedef struct conn_table {
+    conn *conns;
+    int n_conns;
+} conn_table;
+
 struct pk_presence {
     void *router;
-    void *events; /* PAIR end of the monitor */
-    conn *conns;  /* indexed by file descriptor */
-    int n_conns;
+    void *events;     /* PAIR end of the monitor */
+    conn_table by_fd; /* the ROUTER's connections, by file descriptor */
+    pk_zmtp_front *front;
+    conn_table by_slot; /* the front's connections, by slot */
 };
 
-int pk_presence_start(void *zctx, void *router, pk_presence **out, pk_error *err) {
+int pk_presence_start(void *zctx, void *router, pk_zmtp_front *front, pk_presence **out,
+                      pk_error *err) {
     *out = NULL;
     pk_presence *p = calloc(1, sizeof *p);
     if (!p)
@@ -29,6 +36,7 @@ int pk_presence_start(void *zctx, void *router, pk_presence **out, pk_error *err
     char addr[96];
     snprintf(addr, sizeof addr, "inproc://pkgym-presence-%p", (void *)p);
     p->router = router;
+    p->front = front;
     int linger = 0;
     if (zmq_socket_monitor(router, addr, WATCHED) != 0 ||
         !(p->events = zmq_socket(zctx, ZMQ_PAIR)) ||
@@ -48,25 +56,26 @@ void pk_presence_stop(pk_presence *p) {
     zmq_socket_monitor(p->router, NULL, 0);
     if (p->events)
         zmq_close(p->events);
-    free(p->conns);
+    free(p->by_fd.conns);
+    free(p->by_slot.conns);
     free(p);
 }
 
-static conn *conn_of(pk_presence *p, int fd) {
+static conn *conn_of(conn_table *t, int fd) {
     if (fd < 0 || fd >= MAX_FD)
         return NULL;
-    if (fd >= p->n_conns) {
-        int n = p->n_conns ? p->n_conns : 256;
+    if (fd >= t->n_conns) {
+        int n = t->n_conns ? t->n_conns : 256;
         while (n <= fd)
             n *= 2;
-        conn *c = realloc(p->conns, (size_t)n * sizeof *c);
+        conn *c = realloc(t->conns, (size_t)n * sizeof *c);
         if (!c)
             return NULL;
-        memset(c + p->n_conns, 0, (size_t)(n - p->n_conns) * sizeof *c);
-        p->conns = c;
-        p->n_conns = n;
+        memset(c + t->n_conns, 0, (size_t)(n - t->n_conns) * sizeof *c);
+        t->conns = c;
+        t->n_conns = n;
     }
-    return &p->conns[fd];
+    return &t->conns[fd];
 }
 
 static void detach(conn *k, double now_ms) {
@@ -83,6 +92,15 @@ static void detach(conn *k, double now_ms) {
 void pk_presence_update(pk_presence *p, double now_ms) {
     if (!p)
         return;
+    pk_zmtp_conn_event fev;
+    while (p->front && pk_zmtp_front_next_event(p->front, &fev)) {
+        /* In order, each slot's close before its reuse: nothing is lost between them. */
+        conn *k = fev.conn < MAX_FD ? conn_of(&p->by_slot, (int)fev.conn) : NULL;
+        if (k) {
+            detach(k, now_ms);
+            k->open = fev.open;
+        }
+    }
     for (;;) {
         zmq_msg_t ev, addr;
         zmq_msg_init(&ev);
@@ -103,7 +121,7 @@ void pk_presence_update(pk_presence *p, double now_ms) {
             zmq_msg_recv(&addr, p->events, 0);
             zmq_msg_close(&addr);
         }
-        conn *k = fd < MAX_FD ? conn_of(p, (int)fd) : NULL;
+        conn *k = fd < MAX_FD ? conn_of(&p->by_fd, (int)fd) : NULL;
         if (!k)
             continue;
         /* A descriptor is reused only after its DISCONNECTED event: an ACCEPTED one finding
@@ -113,11 +131,11 @@ void pk_presence_update(pk_presence *p, double now_ms) {
     }
 }
 
-void pk_presence_seen(pk_presence *p, pk_client_entry *c, zmq_msg_t *msg, double now_ms) {
+void pk_presence_seen(pk_presence *p, pk_client_entry *c, int on_front, int conn_id,
+                      double now_ms) {
     if (!p || !c)
         return;
-    int fd = zmq_msg_get(msg, ZMQ_SRCFD);
-    conn *k = conn_of(p, fd);
+    conn *k = conn_of(on_front ? &p->by_slot : &p->by_fd, conn_id);
     if (k && k->open && !k->client) {
         k->client = c;
         c->conns++;

@@ -31,11 +31,12 @@ static void run_op(pk_call *c) {
     pk_call_error(c, PK_E_UNKNOWN_OP, "unknown op '%s'", c->req->op);
 }
 
-int pk_dispatch_next(pk_server *s) {
+int pk_dispatch_next(pk_server *s, pk_via via) {
     pk_call call = {.s = s};
     zmq_msg_t body;
     zmq_msg_init(&body);
-    int r = pk_transport_recv(s->router, &call.env, &body);
+    pk_transport t = {s->router, s->front};
+    int r = pk_transport_recv(&t, via, &call.env, &body);
     if (r < 0) {
         zmq_msg_close(&body);
         return -1;
@@ -45,7 +46,8 @@ int pk_dispatch_next(pk_server *s) {
     if (r == 0) { /* the sender is here: attach it to its connection */
         pk_presence_update(s->presence, pk_now_ms());
         pk_client_entry *sender = pk_client_get(&s->clients, call.client_id);
-        pk_presence_seen(s->presence, sender, &body, pk_now_ms());
+        pk_presence_seen(s->presence, sender, call.env.via == PK_VIA_FRONT, call.env.conn,
+                         pk_now_ms());
         pk_client_drop_if_unused(sender);
     }
     if (r == 1) {

@@ -4,8 +4,10 @@
 #define PK_ENV_DISPATCH_H
 
 #include "server_state.h"
+#include "transport.h"
 
-/* Handles the next request; returns -1 when the socket has nothing more to read. */
-int pk_dispatch_next(pk_server *s);
+/* Handles the next request from the socket via (transport.h); returns -1 when that socket has
+ * nothing more to read. */
+int pk_dispatch_next(pk_server *s, pk_via via);
 
 #endif

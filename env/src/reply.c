@@ -38,7 +38,8 @@ static void send_encoded(pk_server *s, const pk_envelope *env, const msgpack_obj
             bad = msgpack_pack_str(&pk, n) || msgpack_pack_str_body(&pk, key, n) ||
                   pk_msgpack_pack_json(&pk, val);
     }
-    if (!bad && pk_transport_send(s->router, env, sb.data, sb.size) != 0)
+    pk_transport t = {s->router, s->front};
+    if (!bad && pk_transport_send(&t, env, sb.data, sb.size) != 0)
         fprintf(stderr, "pkgym serve: send failed: %s\n", zmq_strerror(zmq_errno()));
     if (bad)
         fprintf(stderr, "pkgym serve: could not encode a reply\n");

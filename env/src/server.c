@@ -1,6 +1,7 @@
-/* The server's start-up and serving loop: one thread polls the ROUTER socket (requests, to
- * dispatch.c), the evaluator's completion socket (to ops_step.c) and the store writer's
- * (store_then_reply.c), so evaluation never blocks request handling. */
+/* The server's start-up and serving loop: one thread polls the client sockets (requests, to
+ * dispatch.c: the ROUTER of the CURVE endpoints and the ZMTP front of the plain ones), the
+ * evaluator's completion socket (to ops_step.c) and the store writer's (store_then_reply.c),
+ * so evaluation never blocks request handling. */
 #include "server.h"
 
 #include <errno.h>
@@ -105,10 +106,14 @@ static void fail_unfinished(pk_server *s) {
 
 int pk_server_poll_once(pk_server *s, int timeout_ms) {
     pk_presence_update(s->presence, pk_now_ms());
-    zmq_pollitem_t items[3] = {{s->router, 0, ZMQ_POLLIN, 0},
+    pk_zmtp_front_tick(s->front);
+    /* The front may hold whole messages its socket no longer signals: then no waiting. */
+    int front_pending = pk_zmtp_front_pending(s->front);
+    zmq_pollitem_t items[4] = {{s->router, 0, ZMQ_POLLIN, 0},
                                {s->done_pull, 0, ZMQ_POLLIN, 0},
-                               {s->stored_pull, 0, ZMQ_POLLIN, 0}};
-    int n = zmq_poll(items, 3, timeout_ms);
+                               {s->stored_pull, 0, ZMQ_POLLIN, 0},
+                               {pk_zmtp_front_socket(s->front), 0, ZMQ_POLLIN, 0}};
+    int n = zmq_poll(items, 4, front_pending ? 0 : timeout_ms);
     if (n < 0) {
         if (zmq_errno() == EINTR)
             return 0;
@@ -118,13 +123,18 @@ int pk_server_poll_once(pk_server *s, int timeout_ms) {
     /* Requests first and completions a few at a time: finishing a step (store commit,
      * feedback, next prompt) costs far more than a request, so a burst of completions
      * must not queue cheap requests like hello behind all of it. */
-    for (int i = 0; i < BATCH && (items[0].revents & ZMQ_POLLIN); i++) {
-        double t0 = pk_now_ms();
-        if (pk_dispatch_next(s) < 0)
-            break;
-        double dt = pk_now_ms() - t0;
-        if (dt > s->n.request_ms_max)
-            s->n.request_ms_max = dt;
+    for (int v = 0; v < 2; v++) {
+        pk_via via = v ? PK_VIA_FRONT : PK_VIA_ROUTER;
+        int ready =
+            v ? (items[3].revents & ZMQ_POLLIN) || front_pending : (items[0].revents & ZMQ_POLLIN);
+        for (int i = 0; i < BATCH && ready; i++) {
+            double t0 = pk_now_ms();
+            if (pk_dispatch_next(s, via) < 0)
+                break;
+            double dt = pk_now_ms() - t0;
+            if (dt > s->n.request_ms_max)
+                s->n.request_ms_max = dt;
+        }
     }
     for (int i = 0; i < COMPLETION_BATCH && (items[1].revents & ZMQ_POLLIN); i++)
         if (take_completion(s) < 0)
@@ -137,7 +147,8 @@ int pk_server_poll_once(pk_server *s, int timeout_ms) {
         expire_idle(s, now);
         s->next_expiry_ms = now + EXPIRY_PERIOD_MS;
     }
-    return n;
+    /* The front's buffered messages count as its socket having something. */
+    return n + (front_pending && !(items[3].revents & ZMQ_POLLIN));
 }
 
 int pk_server_run(pk_server *s) {
@@ -299,6 +310,7 @@ void pk_server_free(pk_server *s) {
     if (s->stored_pull)
         zmq_close(s->stored_pull);
     pk_presence_stop(s->presence);
+    pk_zmtp_front_free(s->front);
     if (s->router)
         zmq_close(s->router);
     if (s->done_pull)

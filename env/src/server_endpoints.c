@@ -6,15 +6,18 @@
 #include "pk_broker.h"
 
 /* Every client endpoint through the one secure-bind function (pk_curve.h): CURVE on network
- * transports when configured, plain ones only on loopback unless --insecure. */
+ * transports when configured (on the ROUTER: the ZAP handler names the peers), plain ones only
+ * on loopback unless --insecure, on the ZMTP front (the server names the peers: issue 27,
+ * finding 1); plain ws:// and the like are refused. */
 static int bind_all(pk_server *s, pk_error *err) {
     int tcp = 0;
     /* The key pair may serve only the worker endpoints (no --curve-allow). */
     const pk_curve_server *curve = s->opts.curve_allow ? s->curve : NULL;
     for (int i = 0; i < s->opts.n_binds; i++) {
         char resolved[256];
-        int rc = pk_socket_bind_secure(s->router, s->opts.binds[i], curve, PK_CURVE_DOMAIN_CLIENTS,
-                                       s->opts.insecure, resolved, sizeof resolved, err);
+        int rc = pk_socket_bind_secure(s->router, pk_zmtp_front_socket(s->front), s->opts.binds[i],
+                                       curve, PK_CURVE_DOMAIN_CLIENTS, s->opts.insecure, resolved,
+                                       sizeof resolved, NULL, err);
         if (rc)
             return rc;
         int network = pk_endpoint_uses_curve(resolved);

@@ -6,7 +6,8 @@
 #include "pk_common.h"
 #include "server_state.h"
 
-/* Starts CURVE when configured, then binds s->router to every --bind. */
+/* Starts CURVE when configured, then binds every --bind: CURVE endpoints and inproc:// to
+ * s->router, plain tcp:// and ipc:// to s->front. */
 int pk_server_bind_endpoints(pk_server *s, pk_error *err);
 
 #endif

@@ -16,13 +16,17 @@ int pk_server_open_sockets(pk_server *s, char *done, size_t done_cap, pk_error *
     s->done_pull = zmq_socket(s->zctx, ZMQ_PULL);
     if (!s->router || !s->done_pull)
         return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
+    /* Frames far beyond the request limit are dropped before they are buffered (the front: as
+     * soon as a frame's header announces them); those up to 4x the limit still get a clear
+     * bad_request. */
+    int64_t maxmsg = (int64_t)s->max_request_bytes * 4;
+    int frc = pk_zmtp_front_new(s->zctx, (size_t)maxmsg, &s->front, err);
+    if (frc)
+        return frc;
     /* Before any connection: every one is seen from its start. */
-    int prc = pk_presence_start(s->zctx, s->router, &s->presence, err);
+    int prc = pk_presence_start(s->zctx, s->router, s->front, &s->presence, err);
     if (prc)
         return prc;
-    /* Frames far beyond the request limit are dropped by ZeroMQ before they are buffered;
-     * those up to 4x the limit still get a clear bad_request. */
-    int64_t maxmsg = (int64_t)s->max_request_bytes * 4;
     int hwm = 100000, linger = 1000, unlimited = 0;
     if (zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg) ||
         zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof hwm) ||

@@ -1,5 +1,6 @@
-/* The server's ZeroMQ context and sockets: the client ROUTER (its limits and presence monitor,
- * then its endpoints) and the PULL socket where evaluations complete. */
+/* The server's ZeroMQ context and sockets: the client sockets (the ROUTER for CURVE endpoints,
+ * the ZMTP front for plain tcp:// and ipc://; their limits and presence, then their endpoints)
+ * and the PULL socket where evaluations complete. */
 #ifndef PK_ENV_SERVER_SOCKETS_H
 #define PK_ENV_SERVER_SOCKETS_H
 

@@ -19,6 +19,7 @@
 #include "pk_reward.h"
 #include "pk_store.h"
 #include "pk_summarizer.h"
+#include "pk_zmtp_front.h"
 #include "server_journal.h"
 #include "server_opts.h"
 #include "store_writer.h"
@@ -46,7 +47,8 @@ typedef struct pk_server {
     pk_server_opts opts;
     size_t max_request_bytes;
     void *zctx;
-    void *router;
+    void *router;         /* CURVE endpoints (routing ids from the ZAP handler) and inproc:// */
+    pk_zmtp_front *front; /* plain tcp:// and ipc://: peers named by the server (finding 1) */
     void *done_pull;
     pk_problem_set *problems;
     pk_store_writer *writer; /* owns the trajectory store */

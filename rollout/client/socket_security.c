@@ -77,11 +77,12 @@ static const struct {
     const char *scheme;
     endpoint_reach reach;
     int has_loopback; /* the address can be loopback only (tcp://127.0.0.1:..., ws://[::1]:...) */
+    int has_stream;   /* a ZMQ_STREAM socket can serve it (pk_zmtp_front.h) */
 } transports[] = {
-    {"inproc", REACH_PROCESS, 0}, {"ipc", REACH_FILES, 0},   {"tcp", REACH_NETWORK, 1},
-    {"ws", REACH_NETWORK, 1},     {"wss", REACH_NETWORK, 1}, {"tipc", REACH_NETWORK, 0},
-    {"vmci", REACH_NETWORK, 0},   {"pgm", REACH_NONE, 0},    {"epgm", REACH_NONE, 0},
-    {"norm", REACH_NONE, 0},      {"udp", REACH_NONE, 0},
+    {"inproc", REACH_PROCESS, 0, 0}, {"ipc", REACH_FILES, 0, 1},   {"tcp", REACH_NETWORK, 1, 1},
+    {"ws", REACH_NETWORK, 1, 0},     {"wss", REACH_NETWORK, 1, 0}, {"tipc", REACH_NETWORK, 0, 0},
+    {"vmci", REACH_NETWORK, 0, 0},   {"pgm", REACH_NONE, 0, 0},    {"epgm", REACH_NONE, 0, 0},
+    {"norm", REACH_NONE, 0, 0},      {"udp", REACH_NONE, 0, 0},
 };
 
 /* The transport of endpoint (index into transports), or -1 when libzmq names none such. */
@@ -112,10 +113,13 @@ int pk_endpoint_is_loopback(const char *endpoint) {
 
 /* The one rule (docs/security.md, "Transports"): an endpoint that other hosts or users can reach
  * gets CURVE when there are keys, else it must be loopback, else --insecure says so (warning);
- * ipc:// relies on its directory's permissions, inproc:// on the process; the rest is refused. */
-int pk_socket_bind_secure(void *sock, const char *endpoint, const pk_curve_server *curve,
-                          const char *domain, int insecure, char *resolved, size_t resolved_cap,
-                          pk_error *err) {
+ * ipc:// relies on its directory's permissions, inproc:// on the process; the rest is refused.
+ * With a STREAM socket, the plain endpoints that can go on it do, and the others are refused. */
+int pk_socket_bind_secure(void *sock, void *plain_stream, const char *endpoint,
+                          const pk_curve_server *curve, const char *domain, int insecure,
+                          char *resolved, size_t resolved_cap, int *on_stream, pk_error *err) {
+    if (on_stream)
+        *on_stream = 0;
     int t = transport_of(endpoint);
     if (t < 0)
         return pk_error_set(err, PK_ERR_INVALID,
@@ -128,6 +132,21 @@ int pk_socket_bind_secure(void *sock, const char *endpoint, const pk_curve_serve
                             endpoint, transports[t].scheme);
     int network = transports[t].reach == REACH_NETWORK;
     int use_curve = network && curve;
+    /* Plain endpoints (no CURVE, hence no routing ids from the ZAP handler) go on the STREAM
+     * socket, whose peers never name themselves (issue 27, finding 1); inproc:// is this
+     * process's own code and stays on the ROUTER. */
+    int stream = plain_stream && !use_curve && transports[t].reach != REACH_PROCESS;
+    if (stream && !transports[t].has_stream)
+        return pk_error_set(err, PK_ERR_INVALID,
+                            "%s: a plain %s:// endpoint cannot be served: on a ROUTER socket a "
+                            "client could claim the routing id given to the next connection and "
+                            "abort the server (libzmq asserts; issue 27, finding 1), and the "
+                            "STREAM socket that serves plain endpoints has no %s:// transport. "
+                            "Use tcp:// or ipc://, or CURVE (--curve-secret-key FILE and "
+                            "--curve-allow DIR for clients, --worker-curve-allow DIR for "
+                            "workers: routing ids then come from the server)",
+                            endpoint, transports[t].scheme, transports[t].scheme);
+    void *target = stream ? plain_stream : sock;
     if (network && !curve && !pk_endpoint_is_loopback(endpoint)) {
         if (!insecure)
             return pk_error_set(err, PK_ERR_INVALID,
@@ -144,15 +163,17 @@ int pk_socket_bind_secure(void *sock, const char *endpoint, const pk_curve_serve
     }
     if (use_curve && (!domain || !*domain))
         return pk_error_set(err, PK_ERR_INVALID, "a CURVE endpoint needs a ZAP domain");
-    int rc = set_curve_server(sock, use_curve ? curve : NULL, domain, err);
+    int rc = set_curve_server(target, use_curve ? curve : NULL, domain, err);
     if (rc)
         return rc;
-    if (zmq_bind(sock, endpoint) != 0)
+    if (zmq_bind(target, endpoint) != 0)
         return pk_error_set(err, PK_ERR_IO, "cannot bind %s: %s", endpoint,
                             zmq_strerror(zmq_errno()));
+    if (on_stream)
+        *on_stream = stream;
     if (resolved && resolved_cap) {
         size_t n = resolved_cap;
-        if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, resolved, &n) != 0)
+        if (zmq_getsockopt(target, ZMQ_LAST_ENDPOINT, resolved, &n) != 0)
             snprintf(resolved, resolved_cap, "%s", endpoint);
     }
     /* What later binds of this socket get unless they ask: no CURVE. */

@@ -74,10 +74,16 @@ int pk_endpoint_uses_curve(const char *endpoint);
  * - ipc:// and inproc://: no CURVE (ipc:// relies on the permissions of the socket's
  *   directory, inproc:// is this process);
  * - pgm, epgm, norm, udp (no request-reply sockets) and unknown transports: PK_ERR_INVALID.
- * resolved (may be NULL): the endpoint as bound, a tcp port `*` resolved. */
-int pk_socket_bind_secure(void *sock, const char *endpoint, const pk_curve_server *curve,
-                          const char *domain, int insecure, char *resolved, size_t resolved_cap,
-                          pk_error *err);
+ * plain_stream (may be NULL): a ZMQ_STREAM socket (pk_zmtp_front.h) for the endpoints without
+ * CURVE, whose peers then cannot choose their routing ids (issue 27, finding 1): plain tcp://
+ * and ipc:// are bound to it, inproc:// stays on sock, and plain ws://, wss://, tipc:// and
+ * vmci:// (no STREAM transport) are refused with PK_ERR_INVALID naming the alternatives. NULL:
+ * every endpoint on sock (the broker's worker endpoint).
+ * resolved (may be NULL): the endpoint as bound, a tcp port `*` resolved. on_stream (may be
+ * NULL): 1 when it was bound to plain_stream. */
+int pk_socket_bind_secure(void *sock, void *plain_stream, const char *endpoint,
+                          const pk_curve_server *curve, const char *domain, int insecure,
+                          char *resolved, size_t resolved_cap, int *on_stream, pk_error *err);
 
 /* A ROUTER socket whose generated routing ids (for peers that send none) start at a number no
  * client can know. Every ROUTER that clients or workers connect to is made here. */

@@ -52,6 +52,8 @@ class Server:
         else:
             self.endpoint = self.fixed_endpoint or f"ipc://{self.tmp}/server.sock"
             bind = ["--bind", self.endpoint]
+            if self.endpoint.endswith(":*"):  # a port the server picks, read from its log
+                self.endpoint = None
         args = [*prefix, pkgym, "serve", *bind, "--data-dir", self.data_dir]
         build = os.environ.get("PK_BUILD_DIR")
         if build:
@@ -69,7 +71,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.output()}")
             if self.endpoint is None:
-                m = re.search(r"bound (tcp://127\.0\.0\.1:\d+) \(CURVE\)", self.output())
+                m = re.search(r"bound (tcp://127\.0\.0\.1:\d+) \((?:no )?CURVE\)", self.output())
                 if not m:
                     time.sleep(0.1)
                     continue

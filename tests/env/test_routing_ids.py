@@ -9,10 +9,15 @@ next peer would get. The attack of the issue, each way a client could know the n
 - from `stats.clients.you` (its own id, plus one, two, three);
 - from the counter's start as unseeded glibc rand() gives it (the same on every start);
 
-then anonymous peers connect and every one must be served, the server alive. On a plain ipc://
-endpoint and on loopback tcp:// with CURVE (an authorized key: the ZAP handler now gives
-clients routing ids of the server's choosing). Also: `you` shows no routing id any more.
-Before the fix the first variant aborted the server."""
+- every id of that form from 0x00 00000000 on, and around the counter's start (many of them);
+
+then anonymous peers connect, DEALER and REQ, and every one must be served, the server alive.
+On plain ipc:// and loopback tcp:// endpoints (a ZMQ_STREAM socket speaking ZMTP itself:
+peers never name themselves, the server names them) and on loopback tcp:// with CURVE (an
+authorized key: the ZAP handler gives clients routing ids of the server's choosing). Also:
+`you` shows no routing id any more. Before the fix the first variant aborted the server; with
+a predictable counter, test_routing_attack (C) shows the old path abort and the server now
+survive."""
 import ctypes
 import re
 import sys
@@ -48,7 +53,8 @@ def attack(server, label):
         mine = int(m.group(1), 16)
         claims += [auto_id(mine + k) for k in (1, 2, 3)]
     start = unseeded_counter_start()
-    claims += [auto_id(start + k) for k in range(4)]
+    claims += [auto_id(start + k) for k in range(64)]
+    claims += [auto_id(k) for k in range(64)]
     held = []
     for rid in claims:
         s = server.socket_with_id(rid)
@@ -57,11 +63,20 @@ def attack(server, label):
         s.send_multipart([b"", HELLO])
         s.poll(500)
         held.append(s)
-    for i in range(8):
-        s = server.socket()
-        reply = raw_request(s, HELLO, timeout_ms=10000)
+    for i in range(16):
+        if i % 2:
+            s = server.socket(zmq.REQ)
+            s.send(HELLO)
+            assert s.poll(10000), f"{label}: anonymous REQ peer {i}: no reply"
+            reply = msgpack.unpackb(s.recv(), raw=False)
+        else:
+            s = server.socket()
+            reply = raw_request(s, HELLO, timeout_ms=10000)
         assert reply.get("ok") is True, f"{label}: anonymous peer {i}: {reply}"
         s.close(0)
+    for s in held[:8]:  # the claimers are served too, each under the server's name for it
+        reply = raw_request(s, HELLO, timeout_ms=10000)
+        assert reply.get("ok") is True, f"{label}: claimer: {reply}"
     assert server.proc.poll() is None, f"{label}: the server exited:\n{server.output()}"
     for s in held:
         s.close(0)
@@ -84,8 +99,30 @@ def socket_with_id(self, rid):
 Server.socket_with_id = socket_with_id
 
 
+def plain_ws_refused():
+    """A plain ws:// endpoint could only be a ROUTER (no STREAM transport): refused at start,
+    naming the reason and the alternatives, for clients and for workers."""
+    import os
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="pkgym-ws-") as tmp:
+        for flag in ("--bind", "--worker-bind"):
+            args = [os.environ["PKGYM"], "serve", "--data-dir", os.path.join(tmp, "data"),
+                    "--gpus", "none", "--bind", f"ipc://{tmp}/s.sock"]
+            if flag == "--bind":
+                args[-2:] = ["--bind", "ws://127.0.0.1:*"]
+            else:
+                args += ["--worker-bind", "ws://127.0.0.1:*"]
+            p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            assert p.returncode != 0, f"{flag} ws:// was served:\n{p.stderr}"
+            for words in ("finding 1", "tcp:// or ipc://", "--curve-secret-key"):
+                assert words in p.stderr, f"{flag} ws://: {words!r} not in:\n{p.stderr}"
+
+
 def main():
-    for label, kw in (("ipc", {}), ("tcp+CURVE", {"curve": True})):
+    plain_ws_refused()
+    for label, kw in (("ipc", {}), ("tcp", {"endpoint": "tcp://127.0.0.1:*"}),
+                      ("tcp+CURVE", {"curve": True})):
         server = Server("--gpus", "none", **kw)
         try:
             attack(server, label)

@@ -115,20 +115,22 @@ static void test_bind_refusals(void **state) {
     void *s = zmq_socket(ctx, ZMQ_ROUTER);
     pk_error err;
     char resolved[256];
-    assert_int_equal(
-        pk_socket_bind_secure(s, "tcp://0.0.0.0:*", NULL, NULL, 0, resolved, sizeof resolved, &err),
-        PK_ERR_INVALID);
+    assert_int_equal(pk_socket_bind_secure(s, NULL, "tcp://0.0.0.0:*", NULL, NULL, 0, resolved,
+                                           sizeof resolved, NULL, &err),
+                     PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "--insecure"));
-    assert_int_equal(pk_socket_bind_secure(s, "tcp://127.0.0.1:*", NULL, NULL, 0, resolved,
-                                           sizeof resolved, &err),
+    assert_int_equal(pk_socket_bind_secure(s, NULL, "tcp://127.0.0.1:*", NULL, NULL, 0, resolved,
+                                           sizeof resolved, NULL, &err),
                      PK_OK);
     assert_non_null(strstr(resolved, "tcp://127.0.0.1:"));
     assert_null(strchr(resolved, '*')); /* the port the kernel picked */
-    assert_int_equal(pk_socket_bind_secure(s, "tcp://0.0.0.0:*", NULL, NULL, 1, NULL, 0, &err),
-                     PK_OK);
+    assert_int_equal(
+        pk_socket_bind_secure(s, NULL, "tcp://0.0.0.0:*", NULL, NULL, 1, NULL, 0, NULL, &err),
+        PK_OK);
     char ipc[128];
     snprintf(ipc, sizeof ipc, "ipc://%s/s.sock", dir);
-    assert_int_equal(pk_socket_bind_secure(s, ipc, NULL, NULL, 0, NULL, 0, &err), PK_OK);
+    assert_int_equal(pk_socket_bind_secure(s, NULL, ipc, NULL, NULL, 0, NULL, 0, NULL, &err),
+                     PK_OK);
     zmq_close(s);
     zmq_ctx_term(ctx);
 }
@@ -188,12 +190,13 @@ static void test_zap_admits_allowed_keys_only(void **state) {
     int linger = 0;
     zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
     char tcp[256], ipc[128];
-    assert_int_equal(pk_socket_bind_secure(router, "tcp://127.0.0.1:*", cs, PK_CURVE_DOMAIN_CLIENTS,
-                                           0, tcp, sizeof tcp, &err),
+    assert_int_equal(pk_socket_bind_secure(router, NULL, "tcp://127.0.0.1:*", cs,
+                                           PK_CURVE_DOMAIN_CLIENTS, 0, tcp, sizeof tcp, NULL, &err),
                      PK_OK);
     snprintf(ipc, sizeof ipc, "ipc://%s/plain.sock", dir);
-    assert_int_equal(
-        pk_socket_bind_secure(router, ipc, cs, PK_CURVE_DOMAIN_CLIENTS, 0, NULL, 0, &err), PK_OK);
+    assert_int_equal(pk_socket_bind_secure(router, NULL, ipc, cs, PK_CURVE_DOMAIN_CLIENTS, 0, NULL,
+                                           0, NULL, &err),
+                     PK_OK);
 
     pk_curve_client_keys ck;
     memset(&ck, 0, sizeof ck);
@@ -242,14 +245,15 @@ static void test_every_transport(void **state) {
                               "tcp://0.0.0.0:*"};
     for (size_t i = 0; i < sizeof open_net / sizeof *open_net; i++) {
         pk_error_clear(&err);
-        assert_int_equal(pk_socket_bind_secure(s, open_net[i], NULL, NULL, 0, NULL, 0, &err),
-                         PK_ERR_INVALID);
+        assert_int_equal(
+            pk_socket_bind_secure(s, NULL, open_net[i], NULL, NULL, 0, NULL, 0, NULL, &err),
+            PK_ERR_INVALID);
         assert_non_null(strstr(err.message, "--insecure"));
         assert_true(pk_endpoint_uses_curve(open_net[i]));
     }
     char resolved[256];
-    assert_int_equal(pk_socket_bind_secure(s, "ws://127.0.0.1:*", NULL, NULL, 0, resolved,
-                                           sizeof resolved, &err),
+    assert_int_equal(pk_socket_bind_secure(s, NULL, "ws://127.0.0.1:*", NULL, NULL, 0, resolved,
+                                           sizeof resolved, NULL, &err),
                      PK_OK);
     assert_non_null(strstr(resolved, "ws://127.0.0.1:"));
     assert_true(pk_endpoint_is_loopback("ws://127.0.0.1:80/path"));
@@ -262,8 +266,9 @@ static void test_every_transport(void **state) {
                              "foo://127.0.0.1:5555",      "tcp:/127.0.0.1:5555",
                              "TCP://127.0.0.1:5555",      ""};
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
-        assert_int_equal(pk_socket_bind_secure(s, refused[i], NULL, NULL, 1, NULL, 0, &err),
-                         PK_ERR_INVALID);
+        assert_int_equal(
+            pk_socket_bind_secure(s, NULL, refused[i], NULL, NULL, 1, NULL, 0, NULL, &err),
+            PK_ERR_INVALID);
         void *d = zmq_socket(ctx, ZMQ_DEALER);
         assert_int_equal(pk_socket_connect_secure(d, refused[i], NULL, &err), PK_ERR_INVALID);
         zmq_close(d);
@@ -271,12 +276,107 @@ static void test_every_transport(void **state) {
     /* Local transports stay plain. */
     char ipc[128];
     snprintf(ipc, sizeof ipc, "ipc://%s/every.sock", dir);
-    assert_int_equal(pk_socket_bind_secure(s, ipc, NULL, NULL, 0, NULL, 0, &err), PK_OK);
-    assert_int_equal(pk_socket_bind_secure(s, "inproc://every", NULL, NULL, 0, NULL, 0, &err),
+    assert_int_equal(pk_socket_bind_secure(s, NULL, ipc, NULL, NULL, 0, NULL, 0, NULL, &err),
                      PK_OK);
+    assert_int_equal(
+        pk_socket_bind_secure(s, NULL, "inproc://every", NULL, NULL, 0, NULL, 0, NULL, &err),
+        PK_OK);
     assert_false(pk_endpoint_uses_curve(ipc));
     assert_false(pk_endpoint_uses_curve("inproc://every"));
     zmq_close(s);
+    zmq_ctx_term(ctx);
+}
+
+/* The socket an endpoint was bound to: its last endpoint starts with prefix. */
+static int bound_to(void *sock, const char *prefix) {
+    char last[256];
+    size_t n = sizeof last;
+    return zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, last, &n) == 0 &&
+           strncmp(last, prefix, strlen(prefix)) == 0;
+}
+
+static void curve_pair(void *ctx, const char *name, pk_curve_server **cs, pk_curve_client_keys *ck);
+
+/* Issue 27, finding 1: with a STREAM socket for the plain endpoints (the server's client
+ * endpoints), the rule puts each transport where no client can choose its routing id: plain
+ * tcp:// and ipc:// on the STREAM socket, CURVE endpoints and inproc:// on the ROUTER, and the
+ * plain transports STREAM lacks (ws, wss, tipc, vmci) refused, loopback or not, --insecure or
+ * not, with the reason and the alternatives. */
+static void test_plain_endpoints_on_stream(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *router = zmq_socket(ctx, ZMQ_ROUTER), *stream = zmq_socket(ctx, ZMQ_STREAM);
+    int linger = 0;
+    zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(stream, ZMQ_LINGER, &linger, sizeof linger);
+    pk_error err;
+    int on_stream = -1;
+    char resolved[256], ipc[128];
+    assert_int_equal(pk_socket_bind_secure(router, stream, "tcp://127.0.0.1:*", NULL, NULL, 0,
+                                           resolved, sizeof resolved, &on_stream, &err),
+                     PK_OK);
+    assert_int_equal(on_stream, 1);
+    assert_true(bound_to(stream, resolved));
+    assert_false(bound_to(router, "tcp://"));
+    snprintf(ipc, sizeof ipc, "ipc://%s/stream.sock", dir);
+    assert_int_equal(
+        pk_socket_bind_secure(router, stream, ipc, NULL, NULL, 0, NULL, 0, &on_stream, &err),
+        PK_OK);
+    assert_int_equal(on_stream, 1);
+    assert_true(bound_to(stream, ipc));
+    assert_int_equal(pk_socket_bind_secure(router, stream, "inproc://stream-rule", NULL, NULL, 0,
+                                           NULL, 0, &on_stream, &err),
+                     PK_OK);
+    assert_int_equal(on_stream, 0);
+    assert_true(bound_to(router, "inproc://stream-rule"));
+    const char *no_stream[] = {"ws://127.0.0.1:*", "ws://0.0.0.0:*", "wss://[::1]:*",
+                               "tipc://{5560,0,0}", "vmci://1:5555"};
+    for (size_t i = 0; i < sizeof no_stream / sizeof *no_stream; i++) {
+        for (int insecure = 0; insecure <= 1; insecure++) {
+            pk_error_clear(&err);
+            on_stream = -1;
+            assert_int_equal(pk_socket_bind_secure(router, stream, no_stream[i], NULL, NULL,
+                                                   insecure, NULL, 0, &on_stream, &err),
+                             PK_ERR_INVALID);
+            assert_int_equal(on_stream, 0);
+            assert_non_null(strstr(err.message, "finding 1"));
+            assert_non_null(strstr(err.message, "tcp:// or ipc://"));
+            assert_non_null(strstr(err.message, "--curve-secret-key"));
+        }
+    }
+    /* Without a STREAM socket (the broker's worker endpoint) plain ws:// on loopback stays. */
+    assert_int_equal(pk_socket_bind_secure(router, NULL, "ws://127.0.0.1:*", NULL, NULL, 0, NULL, 0,
+                                           &on_stream, &err),
+                     PK_OK);
+    assert_int_equal(on_stream, 0);
+    /* With CURVE: tcp:// and ws:// on the ROUTER (the ZAP handler names the peers), ipc://
+     * still on the STREAM socket. */
+    pk_curve_server *cs = NULL;
+    pk_curve_client_keys ck;
+    curve_pair(ctx, "allow-stream", &cs, &ck);
+    void *router2 = zmq_socket(ctx, ZMQ_ROUTER), *stream2 = zmq_socket(ctx, ZMQ_STREAM);
+    zmq_setsockopt(router2, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(stream2, ZMQ_LINGER, &linger, sizeof linger);
+    const char *curved[] = {"tcp://127.0.0.1:*", "ws://127.0.0.1:*"};
+    for (size_t i = 0; i < sizeof curved / sizeof *curved; i++) {
+        assert_int_equal(pk_socket_bind_secure(router2, stream2, curved[i], cs,
+                                               PK_CURVE_DOMAIN_CLIENTS, 0, resolved,
+                                               sizeof resolved, &on_stream, &err),
+                         PK_OK);
+        assert_int_equal(on_stream, 0);
+        assert_true(bound_to(router2, resolved));
+    }
+    snprintf(ipc, sizeof ipc, "ipc://%s/stream2.sock", dir);
+    assert_int_equal(pk_socket_bind_secure(router2, stream2, ipc, cs, PK_CURVE_DOMAIN_CLIENTS, 0,
+                                           NULL, 0, &on_stream, &err),
+                     PK_OK);
+    assert_int_equal(on_stream, 1);
+    assert_true(bound_to(stream2, ipc));
+    zmq_close(router);
+    zmq_close(stream);
+    zmq_close(router2);
+    zmq_close(stream2);
+    pk_curve_server_stop(cs);
     zmq_ctx_term(ctx);
 }
 
@@ -318,8 +418,8 @@ static void test_ws_gets_curve(void **state) {
     zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
     pk_error err;
     char ws[256];
-    assert_int_equal(pk_socket_bind_secure(router, "ws://127.0.0.1:*", cs, PK_CURVE_DOMAIN_CLIENTS,
-                                           0, ws, sizeof ws, &err),
+    assert_int_equal(pk_socket_bind_secure(router, NULL, "ws://127.0.0.1:*", cs,
+                                           PK_CURVE_DOMAIN_CLIENTS, 0, ws, sizeof ws, NULL, &err),
                      PK_OK);
     char local[300];
     snprintf(local, sizeof local, "ws://127.0.0.1%s", strrchr(ws, ':'));
@@ -346,8 +446,8 @@ static void test_curve_client_routing_id_is_the_servers(void **state) {
     zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
     pk_error err;
     char tcp[256];
-    assert_int_equal(pk_socket_bind_secure(router, "tcp://127.0.0.1:*", cs, PK_CURVE_DOMAIN_CLIENTS,
-                                           0, tcp, sizeof tcp, &err),
+    assert_int_equal(pk_socket_bind_secure(router, NULL, "tcp://127.0.0.1:*", cs,
+                                           PK_CURVE_DOMAIN_CLIENTS, 0, tcp, sizeof tcp, NULL, &err),
                      PK_OK);
     /* Four clients, each claiming an id of the generated form. The ZAP reply that replaces
      * it is held 20 ms so that libzmq reads it last; a stall of libzmq's I/O thread longer
@@ -392,6 +492,7 @@ int main(void) {
         cmocka_unit_test(test_bind_refusals),
         cmocka_unit_test(test_zap_admits_allowed_keys_only),
         cmocka_unit_test(test_every_transport),
+        cmocka_unit_test(test_plain_endpoints_on_stream),
         cmocka_unit_test(test_ws_gets_curve),
         cmocka_unit_test(test_curve_client_routing_id_is_the_servers),
     };

@@ -94,25 +94,30 @@ static void test_bind_rules(void **state) {
     pk_error err;
     char resolved[256];
     assert_int_equal(pk_remote_socket_setup(r, PK_REMOTE_BROKER, &err), PK_OK);
-    assert_int_equal(pk_remote_bind(r, "tcp://0.0.0.0:*", NULL, 0, resolved, sizeof resolved, &err),
-                     PK_ERR_INVALID);
+    assert_int_equal(
+        pk_remote_bind(r, NULL, "tcp://0.0.0.0:*", NULL, 0, resolved, sizeof resolved, &err),
+        PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "--worker-curve-allow"));
     assert_non_null(strstr(err.message, "--insecure"));
     assert_int_equal(
-        pk_remote_bind(r, "tcp://127.0.0.1:*", NULL, 0, resolved, sizeof resolved, &err), PK_OK);
+        pk_remote_bind(r, NULL, "tcp://127.0.0.1:*", NULL, 0, resolved, sizeof resolved, &err),
+        PK_OK);
     char ipc[128];
     snprintf(ipc, sizeof ipc, "ipc://%s/w.sock", f->dir);
-    assert_int_equal(pk_remote_bind(r, ipc, NULL, 0, NULL, 0, &err), PK_OK);
-    assert_int_equal(pk_remote_bind(r, "tcp://0.0.0.0:*", NULL, 1, resolved, sizeof resolved, &err),
-                     PK_OK); /* with the warning */
+    assert_int_equal(pk_remote_bind(r, NULL, ipc, NULL, 0, NULL, 0, &err), PK_OK);
     assert_int_equal(
-        pk_remote_bind(r, "tcp://0.0.0.0:*", f->cs, 0, resolved, sizeof resolved, &err), PK_OK);
+        pk_remote_bind(r, NULL, "tcp://0.0.0.0:*", NULL, 1, resolved, sizeof resolved, &err),
+        PK_OK); /* with the warning */
+    assert_int_equal(
+        pk_remote_bind(r, NULL, "tcp://0.0.0.0:*", f->cs, 0, resolved, sizeof resolved, &err),
+        PK_OK);
     /* Issue 27, finding 2: ws:// and the rest under the same rule as tcp://. */
-    assert_int_equal(pk_remote_bind(r, "ws://0.0.0.0:*", NULL, 0, NULL, 0, &err), PK_ERR_INVALID);
-    assert_non_null(strstr(err.message, "--worker-curve-allow"));
-    assert_int_equal(pk_remote_bind(r, "udp://127.0.0.1:5555", NULL, 1, NULL, 0, &err),
+    assert_int_equal(pk_remote_bind(r, NULL, "ws://0.0.0.0:*", NULL, 0, NULL, 0, &err),
                      PK_ERR_INVALID);
-    assert_int_equal(pk_remote_bind(r, "nope://x", f->cs, 1, NULL, 0, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "--worker-curve-allow"));
+    assert_int_equal(pk_remote_bind(r, NULL, "udp://127.0.0.1:5555", NULL, 1, NULL, 0, &err),
+                     PK_ERR_INVALID);
+    assert_int_equal(pk_remote_bind(r, NULL, "nope://x", f->cs, 1, NULL, 0, &err), PK_ERR_INVALID);
     zmq_close(r);
     f->clean = 1;
 }
@@ -161,7 +166,8 @@ static void test_ws_worker_needs_a_key(void **state) {
     pk_error err;
     char ep[256];
     assert_int_equal(pk_remote_socket_setup(r, PK_REMOTE_BROKER, &err), PK_OK);
-    assert_int_equal(pk_remote_bind(r, "ws://127.0.0.1:*", f->cs, 0, ep, sizeof ep, &err), PK_OK);
+    assert_int_equal(pk_remote_bind(r, NULL, "ws://127.0.0.1:*", f->cs, 0, ep, sizeof ep, &err),
+                     PK_OK);
     zmq_pollitem_t it = {r, 0, ZMQ_POLLIN, 0};
     pk_handshake_watch dw;
     void *d = dealer(f, ep, NULL, NULL, &dw);
@@ -193,7 +199,8 @@ static void test_handshakes(void **state) {
     pk_handshake_watch rw;
     assert_int_equal(pk_remote_socket_setup(r, PK_REMOTE_BROKER, &err), PK_OK);
     assert_int_equal(pk_handshake_watch_start(&rw, f->ctx, r, &err), PK_OK);
-    assert_int_equal(pk_remote_bind(r, "tcp://127.0.0.1:*", f->cs, 0, ep, sizeof ep, &err), PK_OK);
+    assert_int_equal(pk_remote_bind(r, NULL, "tcp://127.0.0.1:*", f->cs, 0, ep, sizeof ep, &err),
+                     PK_OK);
     struct {
         const char *what;
         const char *server_public;

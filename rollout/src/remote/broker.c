@@ -79,11 +79,23 @@ static int open_router(pk_broker *b, pk_error *err) {
         return pk_error_set(err, PK_ERR_SYSTEM, "zmq_socket: %s", zmq_strerror(zmq_errno()));
     int rc = pk_remote_socket_setup(b->router, PK_REMOTE_BROKER, err);
     if (!rc)
+        rc = pk_zmtp_front_new(b->zctx, PK_WIRE_MAX_FRAME, &b->front, err);
+    if (!rc) {
+        /* As the ROUTER: the number of jobs in flight is bounded by the broker. */
+        int zero = 0;
+        void *fs = pk_zmtp_front_socket(b->front);
+        if (zmq_setsockopt(fs, ZMQ_SNDHWM, &zero, sizeof zero) ||
+            zmq_setsockopt(fs, ZMQ_RCVHWM, &zero, sizeof zero) ||
+            zmq_setsockopt(fs, ZMQ_LINGER, &zero, sizeof zero))
+            rc = pk_error_set(err, PK_ERR_SYSTEM, "worker socket options: %s",
+                              zmq_strerror(zmq_errno()));
+    }
+    if (!rc)
         rc = pk_handshake_watch_start(&b->handshakes, b->zctx, b->router, err);
     for (int i = 0; !rc && i < b->opts.n_binds; i++) {
         char resolved[256] = "";
-        rc = pk_remote_bind(b->router, b->binds[i], b->opts.curve, b->opts.insecure, resolved,
-                            sizeof resolved, err);
+        rc = pk_remote_bind(b->router, pk_zmtp_front_socket(b->front), b->binds[i], b->opts.curve,
+                            b->opts.insecure, resolved, sizeof resolved, err);
         int network = pk_endpoint_uses_curve(resolved);
         if (!rc && strncmp(resolved, "inproc://", 9) != 0)
             fprintf(stderr, "pkgym serve: worker endpoint %s%s\n", resolved,
@@ -166,23 +178,36 @@ static void read_submits(pk_broker *b) {
     }
 }
 
-static void read_workers(pk_broker *b) {
+/* The next frame of a whole message from the ROUTER (front 0) or the front (1). */
+static int next_frame(pk_broker *b, int front, zmq_msg_t *part, int *more) {
+    if (front) {
+        uint32_t conn;
+        return b->front ? pk_zmtp_front_recv(b->front, part, more, &conn) : -1;
+    }
+    if (zmq_msg_recv(part, b->router, ZMQ_DONTWAIT) < 0)
+        return -1;
+    *more = zmq_msg_more(part);
+    return 0;
+}
+
+static void read_workers(pk_broker *b, int front) {
     for (int round = 0; round < 1024; round++) {
         zmq_msg_t id, body;
         zmq_msg_init(&id);
         zmq_msg_init(&body);
-        if (zmq_msg_recv(&id, b->router, ZMQ_DONTWAIT) < 0) {
+        int more = 0, rest = 0;
+        if (next_frame(b, front, &id, &more) < 0) {
             zmq_msg_close(&id);
             zmq_msg_close(&body);
             return;
         }
-        int more = zmq_msg_more(&id);
-        int ok = more && zmq_msg_recv(&body, b->router, 0) >= 0;
+        int ok = more && next_frame(b, front, &body, &rest) == 0;
         /* A message of more frames is not ours: drain and drop it. */
-        for (int rest = ok && zmq_msg_more(&body); rest;) {
+        for (rest = ok && rest; rest;) {
             zmq_msg_t extra;
             zmq_msg_init(&extra);
-            rest = zmq_msg_recv(&extra, b->router, 0) >= 0 && zmq_msg_more(&extra);
+            if (next_frame(b, front, &extra, &rest) != 0)
+                rest = 0;
             zmq_msg_close(&extra);
             ok = 0;
         }
@@ -203,18 +228,22 @@ static void *broker_main(void *arg) {
     pk_broker *b = arg;
     double next_beat = pk_now_ms();
     for (;;) {
-        zmq_pollitem_t items[3] = {{b->submit_pull, 0, ZMQ_POLLIN, 0},
+        zmq_pollitem_t items[4] = {{b->submit_pull, 0, ZMQ_POLLIN, 0},
                                    {b->router, 0, ZMQ_POLLIN, 0},
-                                   {b->handshakes.pair, 0, ZMQ_POLLIN, 0}};
+                                   {b->handshakes.pair, 0, ZMQ_POLLIN, 0},
+                                   {pk_zmtp_front_socket(b->front), 0, ZMQ_POLLIN, 0}};
         double wait = next_beat - pk_now_ms();
-        if (zmq_poll(items, 3,
-                     wait < 1     ? 1
-                     : wait > 100 ? 100
-                                  : (long)wait) < 0 &&
+        pk_zmtp_front_tick(b->front);
+        if (zmq_poll(items, 4,
+                     pk_zmtp_front_pending(b->front) ? 0
+                     : wait < 1                      ? 1
+                     : wait > 100                    ? 100
+                                                     : (long)wait) < 0 &&
             zmq_errno() == ETERM)
             break;
         read_submits(b);
-        read_workers(b);
+        read_workers(b, 0);
+        read_workers(b, 1);
         read_handshakes(b);
         double now = pk_now_ms();
         pthread_mutex_lock(&b->mu);
@@ -442,6 +471,7 @@ void pk_broker_free(pk_broker *b) {
     }
     pthread_mutex_unlock(&b->mu);
     pk_handshake_watch_stop(&b->handshakes);
+    pk_zmtp_front_free(b->front);
     void *socks[] = {b->submit_push, b->submit_pull, b->router, b->done_push};
     for (size_t i = 0; i < sizeof socks / sizeof *socks; i++)
         if (socks[i])

@@ -28,6 +28,14 @@ pk_bworker *pk_broker_find_worker(pk_broker *b, const void *id, size_t id_len) {
 }
 
 static int send_to(pk_broker *b, const void *id, size_t id_len, const msgpack_sbuffer *sb) {
+    /* The front's ids (first byte 0x80 and up) are not of the forms the ROUTER's peers get (the
+     * ZAP handler's start with 0x01), and a peer gone from the front fails like on the ROUTER
+     * with ZMQ_ROUTER_MANDATORY. */
+    if (pk_zmtp_front_has_peer(b->front, id, id_len)) {
+        const void *frames[1] = {sb->data};
+        size_t lens[1] = {sb->size};
+        return pk_zmtp_front_send(b->front, id, id_len, frames, lens, 1) == 0 ? 0 : -1;
+    }
     if (zmq_send(b->router, id, id_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return -1; /* EHOSTUNREACH: no such peer connected (ZMQ_ROUTER_MANDATORY) */
     return zmq_send(b->router, sb->data, sb->size, ZMQ_DONTWAIT) < 0 ? -1 : 0;

@@ -11,6 +11,7 @@
 #include "pk_handshake_watch.h"
 #include "pk_problem_version.h"
 #include "pk_wire.h"
+#include "pk_zmtp_front.h"
 
 #define PK_BROKER_MAX_ATTEMPTS 2
 #define PK_BROKER_DEPARTED_KEPT 16
@@ -67,6 +68,9 @@ struct pk_broker {
     char submit_ep[64];
     void *submit_push; /* guarded by mu */
     void *submit_pull, *router, *done_push;
+    /* Plain worker endpoints (tcp://, ipc://): peers named by the broker, not by themselves
+     * (issue 27, finding 1); router serves CURVE and inproc:// ones. Broker thread only. */
+    pk_zmtp_front *front;
     pk_handshake_watch handshakes; /* of the router; read by the broker's thread only */
     double handshake_logged_ms[PK_HANDSHAKE_FAILED + 1];
     unsigned long handshake_unlogged[PK_HANDSHAKE_FAILED + 1];

@@ -26,9 +26,13 @@ int pk_remote_socket_setup(void *sock, pk_remote_role role, pk_error *err);
  * - tcp:// without curve: a loopback address only, unless insecure (a warning on stderr);
  *   otherwise PK_ERR_INVALID saying which options to give;
  * - ipc:// and inproc:// (the server's in-process worker): no CURVE.
+ * plain_stream (may be NULL): the socket of a pk_zmtp_front for the plain endpoints (tcp://,
+ * ipc://; other plain transports refused), whose peers cannot choose their routing ids (issue
+ * 27, finding 1); inproc:// and CURVE endpoints stay on router (pk_socket_bind_secure).
  * resolved (may be NULL): the endpoint as bound. */
-int pk_remote_bind(void *router, const char *endpoint, const pk_curve_server *curve, int insecure,
-                   char *resolved, size_t resolved_cap, pk_error *err);
+int pk_remote_bind(void *router, void *plain_stream, const char *endpoint,
+                   const pk_curve_server *curve, int insecure, char *resolved, size_t resolved_cap,
+                   pk_error *err);
 
 /* Worker: connects to the broker, as a CURVE client when keys is non-NULL. */
 int pk_remote_connect(void *dealer, const char *endpoint, const pk_curve_client_keys *keys,

@@ -30,10 +30,11 @@ int pk_remote_socket_setup(void *sock, pk_remote_role role, pk_error *err) {
     return PK_OK;
 }
 
-int pk_remote_bind(void *router, const char *endpoint, const pk_curve_server *curve, int insecure,
-                   char *resolved, size_t resolved_cap, pk_error *err) {
-    int rc = pk_socket_bind_secure(router, endpoint, curve, PK_BROKER_ZAP_DOMAIN, insecure,
-                                   resolved, resolved_cap, err);
+int pk_remote_bind(void *router, void *plain_stream, const char *endpoint,
+                   const pk_curve_server *curve, int insecure, char *resolved, size_t resolved_cap,
+                   pk_error *err) {
+    int rc = pk_socket_bind_secure(router, plain_stream, endpoint, curve, PK_BROKER_ZAP_DOMAIN,
+                                   insecure, resolved, resolved_cap, NULL, err);
     if (rc) {
         char why[sizeof err->message];
         snprintf(why, sizeof why, "%s", err ? err->message : "");
