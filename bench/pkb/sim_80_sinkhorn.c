@@ -111,8 +111,8 @@ static void sinkhorn64(double **q, int W, long long B, long long K, int iters, i
 }
 
 /* problem.cu's reference in fp32, sums in sequence. */
-static void sinkhorn32(float **q, const float *const *t, int W, long long B, long long K,
-                       int iters, float temp) {
+static void sinkhorn32(float **q, const float *const *t, int W, long long B, long long K, int iters,
+                       float temp) {
     float mass = 0, tb = (float)(B * W);
     for (int r = 0; r < W; r++) {
         float m = 0;

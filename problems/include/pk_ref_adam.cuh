@@ -41,4 +41,3 @@ __global__ void __launch_bounds__(THREADS)
         v_out[i] = __float2bfloat16_rn(v);
     }
 }
-

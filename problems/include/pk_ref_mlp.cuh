@@ -258,4 +258,3 @@ static int mlp_grads(cudaStream_t s, const mlp_dims &d, const bf16 *X, const bf1
         return 60 + rc;
     return 0;
 }
-

@@ -262,13 +262,12 @@ __global__ void ids_kernel(uint64_t base, int mode, long long F, long long T, in
         const uint64_t h = pk_splitmix64(base + (uint64_t)i);
         const double u = (double)(h >> 11) * (1.0 / 9007199254740992.0); // [0, 1)
         long long id;
-        if (mode == 1) {
+        if (mode == 1)
             id = (long long)((double)F * u * u * u * u);
-        } else if (mode == 2 && (h & 1)) {
+        else if (mode == 2 && (h & 1))
             id = (long long)((h >> 1) % 4 * (uint64_t)(F / 4));
-        } else {
+        else
             id = (long long)(pk_splitmix64(h) % (uint64_t)F);
-        }
         ids[i] = id < F ? id : F - 1;
     }
 }
