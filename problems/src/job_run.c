@@ -291,6 +291,7 @@ static void warm_free(pk_job *job) {
 static void note_bound(pk_job *job, pk_run_watch *w) {
     job->timeout_bound =
         pk_run_watch_fired(w, pk_now_ms(), &job->timeout_budget_ms, &job->lock_credit_ms);
+    job->timeout_expect_ms = pk_run_watch_expect_ms(w);
 }
 
 int pk_job_warm(pk_job *job, const int *gpus, int n_gpus, pk_error *err) {

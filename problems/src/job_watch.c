@@ -202,6 +202,13 @@ void pk_run_watch_stop(pk_run_watch *w) {
     }
 }
 
+double pk_run_watch_expect_ms(pk_run_watch *w) {
+    pthread_mutex_lock(&w->mu);
+    double e = w->track.expect_ms;
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
 int pk_run_watch_fired(pk_run_watch *w, double now, int *budget_ms, double *waited_ms) {
     pthread_mutex_lock(&w->mu);
     int bound = w->stored > 0 && now + PK_WATCH_TICK_MS >= w->stored ? w->bound : PK_BOUND_NONE;

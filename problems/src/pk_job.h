@@ -55,7 +55,8 @@ struct pk_job {
     pk_job_warm_state *warm; /* non-NULL between pk_job_warm and the run or abort */
     /* What ended a run that timed out (enum pk_watch_bound), for its reason. */
     int timeout_bound, timeout_budget_ms;
-    double lock_credit_ms; /* run limit extended by waits for other jobs' GPU locks */
+    double timeout_expect_ms; /* the runner's timing estimate when the run was stopped; 0 none */
+    double lock_credit_ms;    /* run limit extended by waits for other jobs' GPU locks */
 };
 
 void pk_job_compile_flags(const pk_job *job, char *out, size_t cap);

@@ -106,5 +106,7 @@ void pk_run_watch_stop(pk_run_watch *w);
 /* After a timeout at time `now`: the bound that ended the run, its budget (phases) and the
  * lock-wait credit granted. */
 int pk_run_watch_fired(pk_run_watch *w, double now, int *budget_ms, double *waited_ms);
+/* The runner's latest estimate of its exclusive (timing) hold, ms; 0 when it gave none. */
+double pk_run_watch_expect_ms(pk_run_watch *w);
 
 #endif

@@ -213,8 +213,18 @@ int pk_job_classify_run(pk_job *job, const pk_sandbox_result *sr, pk_eval_result
             pk_strbuf_printf(&hung, "%s%d", i ? ", " : "", res->hung_ranks[i]);
         /* One clause the feedback can quote as it is: who hung, the limit, each rank's state. */
         int limit_ms = pk_run_timeout_ms(&job->opts);
-        char bound[160];
-        if (job->timeout_bound == PK_BOUND_SHARED || job->timeout_bound == PK_BOUND_EXCLUSIVE)
+        char bound[240];
+        if (job->timeout_bound == PK_BOUND_EXCLUSIVE && job->timeout_expect_ms > 0) {
+            /* The budget came from the runner's own estimate (its trials' pace): say so, and
+             * keep the estimate in the result, where a stopped runner's report cannot. */
+            res->stages.run_timing_expect_ms = job->timeout_expect_ms;
+            snprintf(bound, sizeof bound,
+                     "the %d ms budget of timing (%d x the %.0f ms its trials' pace predicts "
+                     "+ %d ms, at least %d ms), which holds the GPUs exclusively",
+                     job->timeout_budget_ms, PK_EXPECT_FACTOR, job->timeout_expect_ms,
+                     PK_EXPECT_SLACK_MS, PK_EXPECT_FLOOR_MS);
+        } else if (job->timeout_bound == PK_BOUND_SHARED ||
+                   job->timeout_bound == PK_BOUND_EXCLUSIVE)
             snprintf(bound, sizeof bound, "the %d ms budget of %s, which holds the GPUs %s",
                      job->timeout_budget_ms,
                      job->timeout_bound == PK_BOUND_SHARED ? "a correctness check" : "timing",
