@@ -1,8 +1,8 @@
 // Host simulation of pkb/31_fused_moe_fwd and pkb/32_fused_moe_fwd_lora (no GPU, bf16 emulated).
 //
 // For W = 2, 4, 8 and keys 0..7 (every routing mode twice), small dims (M tokens, N hidden,
-// I inter, E = 8, K = 2, LoRA rank 4), with inputs drawn per rank as the regimes would (iid and
-// a per-rank scale on the expert weights), it
+// I inter, E = 8, K = 2, LoRA rank 8 as PKB's), with inputs drawn per rank as the regimes would
+// (iid and a per-rank scale on the expert weights), it
 //   1. runs generate()'s routing design (pk_moe_ffn.cuh's host functions, as its kernels do)
 //      and checks that PyTorch's router (bf16 logits, bf16 softmax, top-k) picks exactly
 //      pk_moe_route's experts, that the fp64 logits keep a margin >= 0.45 between the K-th and
@@ -29,7 +29,7 @@
 typedef std::vector<float> Vec;
 
 static const int E = 8, K = 2;
-static int M = 48, N = 64, I = 16, R = 4;
+static int M = 48, N = 64, I = 16, R = 8;
 static bool LORA = false;
 
 static float b16(double x) {
@@ -388,7 +388,7 @@ int main(int argc, char **argv) {
     LORA = argc > 1 && atoi(argv[1]) == 1;
     int failures = 0;
     printf("sim_31_32_fused_moe: %s, M = %d, N = %d, I = %d, E = %d, K = %d%s\n",
-           LORA ? "pkb/32 (LoRA)" : "pkb/31", M, N, I, E, K, LORA ? ", r = 4" : "");
+           LORA ? "pkb/32 (LoRA)" : "pkb/31", M, N, I, E, K, LORA ? ", r = 8" : "");
     printf("%-3s %-4s %-4s %-6s %-9s %-11s %-10s %-7s %-7s | %-13s %-13s %-13s %-13s\n", "W", "key",
            "mode", "route", "margin", "empty/hot%", "ref==pkb", "wts<1", "unsel%", "correct",
            "wrong", "top1", "normaliser");

@@ -5,28 +5,15 @@ dist.all_gather_into_tensor and dist.all_to_all_single (torch.distributed, initi
 cross-check).
 
 pkgym passes each nn.Linear as its weight (out x in, row-major) and bias; this adapter wraps
-them in nn.Linear modules of the inputs' dtype (bf16, or float64 copies with fp64=True: the same
-forward in fp64, the evaluation the tolerance rule measures against). generate() designed the
+them in nn.Linear modules (adapters/_fused_moe.py) of the inputs' dtype (bf16, or float64
+copies with fp64=True: the same forward in fp64, the evaluation the tolerance rule measures
+against). generate() designed the
 routing so that no logit ties or near-ties reach the top-k boundary: PKB's router picks the
 same experts in bf16 and in fp64."""
 import torch
+from _fused_moe import modules
 
 PKB_REFERENCE = "31_fused_moe_fwd.py"
-
-
-def linear(weight, bias, n_in, n_out):
-    lin = torch.nn.Linear(n_in, n_out, device=weight.device, dtype=weight.dtype)
-    with torch.no_grad():
-        lin.weight.copy_(weight.view(n_out, n_in))
-        lin.bias.copy_(bias.view(n_out))
-    return lin
-
-
-def modules(inputs, dims):
-    n, i = dims["N"], dims["I"]
-    return (linear(inputs["gate_proj_w"], inputs["gate_proj_b"], n, i),
-            linear(inputs["up_proj_w"], inputs["up_proj_b"], n, i),
-            linear(inputs["down_proj_w"], inputs["down_proj_b"], i, n))
 
 
 def run(pkb, inputs, dims, world, rank, fp64=False):

@@ -1,8 +1,8 @@
 // Shortcut twin (issue #26, a normaliser): renormalises the routing weights over the K
 // selected experts (Mixtral's top-k softmax) instead of PKB's softmax over all E. On PKB's
 // router the unselected experts' mass is ~e^-10 and the two agree: trial 0 (mode 0, PKB's
-// gaps) passes. In modes 1-3 the unselected experts hold 5-40% of the mass, so every weight is
-// too large by that share: incorrect from trial 1. Otherwise solutions/correct.cu.
+// gaps) passes. In modes 1-3 the unselected experts hold ~11% of the mass on average, so every
+// weight is too large by that share: incorrect from trial 1. Otherwise solutions/correct.cu.
 #include "pk_ctx.h"
 
 #include <cublas_v2.h>
