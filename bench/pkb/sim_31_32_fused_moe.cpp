@@ -12,8 +12,10 @@
 //      the chunk sort back, all_to_all_single back, _unpermute with bf16 products and adds);
 //   3. ports problem.cu's reference (pk_moe_ref_forward: no chunk sorts) and checks it equals
 //      PKB bit for bit;
-//   4. ports solutions/correct.cu (weights pulled, one MLP per (token, rank), fp32 accumulators,
-//      fp32 combine) and the wrong example and shortcut twins, and reports each one's largest
+//   4. ports solutions/correct.cu (its bucket of (token, rank) rows with the atomics arriving in
+//      a shuffled order, the packed groups and their offsets, one MLP per (token, rank) with
+//      fp32 accumulators, the fp32 combine through the slots) and the wrong example and shortcut
+//      twins (the same code with their changes), and reports each one's largest
 //      error over the tolerance |d| <= atol_rms rms(want) + rtol |want| (atol_rms 2^-4,
 //      rtol 0.02) and the norm-wise error (norm_rtol 0.031), per mode.
 // Build: g++ -O2 -std=c++17 -Iproblems/include -Icommon/include bench/pkb/sim_31_32_fused_moe.cpp
@@ -318,7 +320,8 @@ static std::vector<Vec> reference(const std::vector<Rank> &rk, int W) {
     return out;
 }
 
-// ---- solutions/correct.cu and its variants ----
+// ---- solutions/correct.cu and its variants: its router, bucket (slots, per-rank groups of
+// (token, rank) rows), gather, per-group MLP and combine, with its index arithmetic ----
 enum { V_CORRECT, V_WRONG, V_TOP1, V_NORMALISER };
 static std::vector<Vec> candidate(const std::vector<Rank> &rk, int W, int variant) {
     const int El = E / W;
@@ -328,9 +331,9 @@ static std::vector<Vec> candidate(const std::vector<Rank> &rk, int W, int varian
         Vec wt;
         router(rk[g], sel, wt);
         out[g].assign((size_t)M * N, 0.f);
-        Vec logits = linear(rk[g].x, M, N, E, rk[g].gw, &rk[g].gb);
+        Vec logits = linear(rk[g].x, M, N, E, rk[g].gw, &rk[g].gb), wsel((size_t)M * K);
+        const int kk = variant == V_TOP1 ? 1 : K;
         for (int m = 0; m < M; m++) {
-            const int kk = variant == V_TOP1 ? 1 : K;
             float w[8];
             for (int k = 0; k < K; k++)
                 w[k] = wt[(size_t)m * K + k];
@@ -344,17 +347,61 @@ static std::vector<Vec> candidate(const std::vector<Rank> &rk, int W, int varian
                 for (int k = 0; k < K; k++)
                     w[k] = b16(expf(l[sel[(size_t)m * K + k]] - mx) / z);
             }
-            std::vector<double> acc(N, 0.0);
+            for (int k = 0; k < K; k++)
+                wsel[(size_t)m * K + k] = w[k];
+        }
+        // bucket: slot[m K + k] = rank * M + position, idx[rank * M + position] = m, cnt[rank];
+        // the atomics' arrival order is arbitrary on the GPU: tokens in a shuffled order here
+        std::vector<int> slot((size_t)M * K, -1), idx((size_t)W * M, -1), cnt(W, 0), order(M);
+        for (int m = 0; m < M; m++)
+            order[m] = m;
+        for (int i = M - 1; i > 0; i--)
+            std::swap(
+                order[i],
+                order[pk_splitmix64(0xb0c4e7ULL + (uint64_t)(g * M + i)) % (uint64_t)(i + 1)]);
+        const int el = variant == V_WRONG ? W : El; // wrong.cu: sel % W
+        for (int m : order) {
+            int rkk[8], ps[8];
             for (int k = 0; k < kk; k++) {
                 const int e = sel[(size_t)m * K + k];
-                const int q = variant == V_WRONG ? e % W : e / El;
-                std::vector<double> y = expert_correct(rk[q], &rk[g].x[(size_t)m * N]);
-                for (int n = 0; n < N; n++)
-                    acc[n] += (float)(w[k] * (float)(y[n] + rk[q].bd[n]));
+                rkk[k] = variant == V_WRONG ? e % el : e / el;
+                ps[k] = -1;
+                for (int j = 0; j < k; j++)
+                    if (rkk[j] == rkk[k])
+                        ps[k] = ps[j];
+                if (ps[k] < 0) {
+                    ps[k] = cnt[rkk[k]]++;
+                    idx[(size_t)rkk[k] * M + ps[k]] = m;
+                }
+                slot[(size_t)m * K + k] = rkk[k] * M + ps[k];
             }
-            for (int n = 0; n < N; n++)
-                out[g][(size_t)m * N + n] = b16(acc[n]);
         }
+        auto group_start = [&](int r) {
+            int o = 0;
+            for (int j = 0; j < r; j++)
+                o += cnt[j];
+            return o;
+        };
+        // gather, the per-rank GEMMs (each packed row through its group's rank's MLP)
+        const int total = group_start(W);
+        std::vector<std::vector<double>> y(total);
+        for (int i = 0; i < W * M; i++) {
+            const int r = i / M, p = i % M;
+            if (p >= cnt[r])
+                continue;
+            y[group_start(r) + p] = expert_correct(rk[r], &rk[g].x[(size_t)idx[i] * N]);
+        }
+        // combine: out[m] = bf16(sum_k w_k (y[row of (m, k)] + b_down of the slot's rank)), fp32
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                float a = 0.f;
+                for (int k = 0; k < kk; k++) {
+                    const int sl = slot[(size_t)m * K + k], r = sl / M;
+                    a += wsel[(size_t)m * K + k] *
+                         ((float)y[group_start(r) + sl % M][n] + rk[r].bd[n]);
+                }
+                out[g][(size_t)m * N + n] = b16(a);
+            }
     }
     return out;
 }
