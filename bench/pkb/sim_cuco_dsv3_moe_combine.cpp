@@ -18,7 +18,8 @@
 // against an fp64 evaluation (the 4x rule of docs/problems.md), and the bf16-accumulating twin
 // against the reference (the harness's check).
 // Build and run: g++ -O2 -std=c++17 -Iproblems/include -Icommon/include -I/usr/local/cuda/include
-//   bench/pkb/sim_cuco_dsv3_moe_combine.cpp -o /tmp/sim_combine && /tmp/sim_combine [seeds]
+//   bench/pkb/sim_cuco_dsv3_moe_combine.cpp -o /tmp/sim_combine && /tmp/sim_combine [seeds | quick]
+// (ctest problems_cuco_dsv3_moe_combine_sim runs it with `quick`).
 #include "pk_moe_routing_grouped.cuh"
 
 #include <math.h>
@@ -228,11 +229,15 @@ static float to_bf16(float f) {
 }
 
 int main(int argc, char **argv) {
-    const int seeds = argc > 1 ? atoi(argv[1]) : 1;
+    // "quick" (the ctest): one seed at M = 512 only; else SEEDS seeds at M = 512 and 4096.
+    const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    const int seeds = quick ? 1 : argc > 1 ? atoi(argv[1]) : 1;
+    const std::vector<long long> sizes =
+        quick ? std::vector<long long>{512} : std::vector<long long>{512, 4096};
     const int E = 256, K = 8, G = 8, TG = 4;
     static PkGroupedRouting rt;
     long long calls = 0, agree = 0, layout_ok = 0, wrong_differs = 0;
-    for (long long M : {512LL, 4096LL})
+    for (long long M : sizes)
         for (int W = 2; W <= 8; W *= 2)
             for (int sd = 0; sd < seeds; sd++)
                 for (int key = 0; key < 8; key++) {
@@ -281,8 +286,8 @@ int main(int argc, char **argv) {
                     wrong_differs += pull(all, counts, W, M, K, E, true) != truth;
                     calls++;
                 }
-    printf("calls %lld (M = 512: keys 0-7, M = 4096: keys 0-3; W = 2, 4, 8; %d seeds)\n", calls,
-           seeds);
+    printf("calls %lld (M = 512: keys 0-7%s; W = 2, 4, 8; %d seeds)\n", calls,
+           quick ? "" : ", M = 4096: keys 0-3", seeds);
     printf("generate()'s layout: every pair once, in order: %lld / %lld\n", layout_ok, calls);
     printf("PyTorch reference == problem.cu reference == correct == the layout: %lld / %lld\n",
            agree, calls);

@@ -19,7 +19,8 @@
 // often wrong.cu's amax (all but the last 8 elements) and shortcut_subsample_amax.cu's (the first
 // half) change a token's int8 row or scale.
 // Build and run: g++ -O2 -std=c++17 -Iproblems/include -Icommon/include -I/usr/local/cuda/include
-//   bench/pkb/sim_cuco_dsv3_moe_dispatch.cpp -o /tmp/sim_dsv3 && /tmp/sim_dsv3 [seeds]
+//   bench/pkb/sim_cuco_dsv3_moe_dispatch.cpp -o /tmp/sim_dsv3 && /tmp/sim_dsv3 [seeds | quick]
+// (ctest problems_cuco_dsv3_moe_dispatch_sim runs it with `quick`).
 #include "pk_moe_routing_grouped.cuh"
 
 #include <math.h>
@@ -269,13 +270,17 @@ static void quantize(const float *x, int Hd, int n, signed char *q, float *scale
 }
 
 int main(int argc, char **argv) {
-    const int seeds = argc > 1 ? atoi(argv[1]) : 2;
+    // "quick" (the ctest): one seed at M = 512 only; else SEEDS seeds at M = 512 and 4096.
+    const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    const int seeds = quick ? 1 : argc > 1 ? atoi(argv[1]) : 2;
+    const std::vector<long long> sizes =
+        quick ? std::vector<long long>{512} : std::vector<long long>{512, 4096};
     const int E = 256, K = 8, G = 8, TG = 4;
     static PkGroupedRouting rt;
     long long calls = 0, agree = 0, hostile_differs = 0, bad = 0, over = 0;
     long long empty_expert_calls = 0, all_tokens_expert_calls = 0, zero_pair_calls = 0;
     double max_share = 0;
-    for (long long M : {512LL, 4096LL})
+    for (long long M : sizes)
         for (int W = 2; W <= 8; W *= 2)
             for (int sd = 0; sd < seeds; sd++)
                 for (int key = 0; key < 8; key++) {
@@ -306,8 +311,8 @@ int main(int argc, char **argv) {
                         *std::max_element(per_expert.begin(), per_expert.end()) == W * M;
                     zero_pair_calls += *std::min_element(pair.begin(), pair.end()) == 0;
                 }
-    printf("calls %lld (M = 512 and 4096, W = 2, 4, 8, keys 0-7 = every mode twice, %d seeds)\n",
-           calls, seeds);
+    printf("calls %lld (M = %s, W = 2, 4, 8, keys 0-7 = every mode twice, %d seeds)\n", calls,
+           quick ? "512" : "512 and 4096", seeds);
     printf("routing: %lld bad tokens (experts repeated, out of range or > TG groups)\n", bad);
     printf("hard cases: calls with an expert no token chose %lld, with an expert every token chose "
            "%lld, with a zero (source, destination) pair %lld; busiest rank %.2f M K rows, over "
