@@ -191,14 +191,16 @@ struct PkMoeEpTol {
 // F(e, n): expert e's output for this token (the output of the MLP of e's owner), element n.
 // Returns the index (0, 1, ...) in enumeration order of the first admissible set whose weighted
 // sum `got` matches, or -1; *worst gets the smallest over the sets of each set's largest
-// |got - want| / allowed (< = 1 passes), for the report.
+// |got - want| / allowed (< = 1 passes), for the report; *matched the set that matched (0 if
+// none).
 template <typename Got, typename Fn>
 static inline PK_HD int pk_moe_ep_row_match(const Got &got, const Fn &F, int N, const float *p,
                                             PkMoeEpAdmissible a, PkMoeEpTol tol, float *worst,
-                                            int max_sets) {
+                                            uint64_t *matched, int max_sets) {
     float best = INFINITY;
     int idx = 0, found = -1;
     uint64_t sub = a.pick > 0 ? pk_moe_ep_first_subset(a.tied, a.pick) : 0;
+    *matched = 0;
     if (a.pick > 0 && !sub)
         return *worst = INFINITY, -1;
     for (; idx < max_sets; idx++) {
@@ -223,6 +225,7 @@ static inline PK_HD int pk_moe_ep_row_match(const Got &got, const Fn &F, int N, 
             best = ratio;
         if (ratio <= 1.f) {
             found = idx;
+            *matched = set;
             break;
         }
         if (a.pick <= 0)
@@ -233,6 +236,71 @@ static inline PK_HD int pk_moe_ep_row_match(const Got &got, const Fn &F, int N, 
     }
     *worst = best;
     return found;
+}
+
+// The exchange plan of one rank (PKB's _preprocess and the chunk orders of
+// _sort_chunks_by_idxs), from the group's gathered counts gc[s * E + e] (member s's tokens for
+// expert e): in_n[p] rows this rank sends member p (input_splits), out_n[p] rows it receives
+// from p (output_splits), their offsets; to_l the reorder of the received rows from (source,
+// local expert) to (local expert, source) order, to_s the way back. Output chunk c of a reorder
+// is rows [out[c], out[c + 1]) copied from row src[c] on.
+struct PkMoeEpChunks {
+    long long out[PK_MOE_EP_MAX_E + 1], src[PK_MOE_EP_MAX_E];
+    int n;
+};
+
+struct PkMoeEpPlan {
+    long long in_n[PK_MOE_EP_MAX_E], out_n[PK_MOE_EP_MAX_E];
+    long long in_off[PK_MOE_EP_MAX_E + 1], out_off[PK_MOE_EP_MAX_E + 1];
+    PkMoeEpChunks to_l, to_s;
+    long long R; // rows received
+};
+
+// Returns 0, or 1 when a count is negative.
+static inline int pk_moe_ep_plan(const long long *gc, int E, PkMoeEpGroup g, PkMoeEpPlan *pl) {
+    const int G = g.size, El = g.El, me = g.me;
+    pl->in_off[0] = pl->out_off[0] = 0;
+    for (int p = 0; p < G; p++) {
+        pl->in_n[p] = pl->out_n[p] = 0;
+        for (int l = 0; l < El; l++) {
+            if (gc[me * E + p * El + l] < 0 || gc[p * E + me * El + l] < 0)
+                return 1;
+            pl->in_n[p] += gc[me * E + p * El + l];  // we send p (input_splits)
+            pl->out_n[p] += gc[p * E + me * El + l]; // p sends us (output_splits)
+        }
+        pl->in_off[p + 1] = pl->in_off[p] + pl->in_n[p];
+        pl->out_off[p + 1] = pl->out_off[p] + pl->out_n[p];
+    }
+    pl->R = pl->out_off[G];
+    pl->to_l.n = pl->to_s.n = G * El;
+    long long o = 0;
+    for (int l = 0; l < El; l++) // permute_order: chunk (l, p) from p's block, after p's l' < l
+        for (int p = 0; p < G; p++) {
+            long long src = pl->out_off[p];
+            for (int j = 0; j < l; j++)
+                src += gc[p * E + me * El + j];
+            pl->to_l.out[l * G + p] = o;
+            pl->to_l.src[l * G + p] = src;
+            o += gc[p * E + me * El + l];
+        }
+    pl->to_l.out[G * El] = o;
+    o = 0;
+    for (int p = 0; p < G; p++) // unpermute_order: back to (source, local expert)
+        for (int l = 0; l < El; l++) {
+            pl->to_s.out[p * El + l] = o;
+            pl->to_s.src[p * El + l] = pl->to_l.out[l * G + p];
+            o += gc[p * E + me * El + l];
+        }
+    pl->to_s.out[G * El] = o;
+    return 0;
+}
+
+// The source row of output row o of a reorder.
+static inline PK_HD long long pk_moe_ep_chunk_src(const PkMoeEpChunks &ch, long long o) {
+    int c = 0;
+    while (c + 1 < ch.n && o >= ch.out[c + 1])
+        c++;
+    return ch.src[c] + o - ch.out[c];
 }
 
 // Inputs the checker must be able to recompute on any rank: every rank's expert weights (the

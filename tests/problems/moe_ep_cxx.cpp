@@ -55,9 +55,10 @@ extern "C" int pk_test_moe_ep_row_match(const float *got, const float *F, int E,
     a.tied = tied;
     a.pick = pick;
     const PkMoeEpTol tol = {atol, rtol, wtol};
+    uint64_t matched;
     return pk_moe_ep_row_match([&](int n) { return got[n]; },
                                [&](int e, int n) { return F[(size_t)e * N + n]; }, N, p, a, tol,
-                               worst, 4096);
+                               worst, &matched, 4096);
 }
 
 extern "C" float pk_test_moe_ep_router(uint64_t seed, int key, int rank, int E, int El, int N,
