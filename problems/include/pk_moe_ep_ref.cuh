@@ -746,7 +746,9 @@ static int ep_check(const pk_problem_call *want, const pk_problem_call *got, int
     // biases (2 I + N), g, u (M I), and F (G M N); then results and sums.
     const size_t nw = 2 * I * N + N * I + 2 * I + N;
     const size_t floats = M * N + M * E + (size_t)E * N + E + nw + 2 * M * I + (size_t)G * M * N;
-    const size_t bytes = floats * 4 + M * sizeof(EpMatch) + 64;
+    const size_t res_at = (floats * 4 + 255) / 256 * 256; // 8-byte aligned for the sums too
+    const size_t sums_at = (res_at + M * sizeof(EpMatch) + 255) / 256 * 256;
+    const size_t bytes = sums_at + 64;
     char *c = static_cast<char *>(ep_grow(&g_ep.chk, &g_ep.chk_bytes, bytes));
     if (!c)
         return -3;
@@ -755,8 +757,8 @@ static int ep_check(const pk_problem_call *want, const pk_problem_call *got, int
     float *wg = rb + E, *wu = wg + I * N, *wd = wu + I * N, *bg = wd + N * I, *bu = bg + I,
           *bd = bu + I;
     float *gg = bd + N, *uu = gg + M * I, *F = uu + M * I;
-    EpMatch *res = reinterpret_cast<EpMatch *>(F + (size_t)G * M * N);
-    double *sums = reinterpret_cast<double *>(c + floats * 4 + M * sizeof(EpMatch));
+    EpMatch *res = reinterpret_cast<EpMatch *>(c + res_at);
+    double *sums = reinterpret_cast<double *>(c + sums_at);
     cudaStream_t s = ctx->stream;
     const unsigned grid = EP_GRID;
     int rc = ep_cuda(cudaMemsetAsync(sums, 0, 3 * sizeof(double), s));
