@@ -189,24 +189,25 @@ struct PkMoeEpTol {
 };
 
 // F(e, n): expert e's output for this token (the output of the MLP of e's owner), element n.
-// Returns the index (0, 1, ...) in enumeration order of the first admissible set whose weighted
-// sum `got` matches, or -1; *worst gets the smallest over the sets of each set's largest
-// |got - want| / allowed (< = 1 passes), for the report; *matched the set that matched (0 if
-// none).
+// Tries every admissible set (at most max_sets) and keeps the best: *worst gets the smallest
+// over the sets of each set's largest |got - want| / allowed (<= 1 passes), *matched that set
+// (0 if none passes). Returns the best set's index in enumeration order if it passes, else -1.
+// (The best, not the first that passes: the norm-wise check and the report use the row's
+// closest admissible output.)
 template <typename Got, typename Fn>
 static inline PK_HD int pk_moe_ep_row_match(const Got &got, const Fn &F, int N, const float *p,
                                             PkMoeEpAdmissible a, PkMoeEpTol tol, float *worst,
                                             uint64_t *matched, int max_sets) {
     float best = INFINITY;
-    int idx = 0, found = -1;
-    uint64_t sub = a.pick > 0 ? pk_moe_ep_first_subset(a.tied, a.pick) : 0;
+    int best_idx = -1;
+    uint64_t best_set = 0, sub = a.pick > 0 ? pk_moe_ep_first_subset(a.tied, a.pick) : 0;
     *matched = 0;
     if (a.pick > 0 && !sub)
         return *worst = INFINITY, -1;
-    for (; idx < max_sets; idx++) {
+    for (int idx = 0; idx < max_sets; idx++) {
         const uint64_t set = a.must | sub;
         float ratio = 0.f;
-        for (int n = 0; n < N; n++) {
+        for (int n = 0; n < N && ratio < best; n++) { // stop once no better than the best
             float want = 0.f, mag = 0.f;
             for (uint64_t s = set; s; s &= s - 1) {
                 const int e = pk_moe_ep_popcount((s & ~(s - 1)) - 1);
@@ -218,15 +219,11 @@ static inline PK_HD int pk_moe_ep_row_match(const Got &got, const Fn &F, int N, 
             const float g = got(n), d = fabsf(g - want);
             const float r = d != d || g != g ? INFINITY : d / allowed;
             ratio = fmaxf(ratio, r);
-            if (ratio > best && ratio > 1.f)
-                break; // this set is already worse than one seen and fails
         }
-        if (ratio < best)
+        if (ratio < best) {
             best = ratio;
-        if (ratio <= 1.f) {
-            found = idx;
-            *matched = set;
-            break;
+            best_idx = idx;
+            best_set = set;
         }
         if (a.pick <= 0)
             break;
@@ -235,7 +232,10 @@ static inline PK_HD int pk_moe_ep_row_match(const Got &got, const Fn &F, int N, 
             break;
     }
     *worst = best;
-    return found;
+    if (!(best <= 1.f))
+        return -1;
+    *matched = best_set;
+    return best_idx;
 }
 
 // The exchange plan of one rank (PKB's _preprocess and the chunk orders of
