@@ -398,7 +398,7 @@ extern "C" int solution(const pk_ctx *ctx, const bf16 *dout, const bf16 *q, cons
         cudaFree(g.gbf);
         cudaFree(g.seq);
         g.n = 0;
-        // dd: this rank's D then its lse (the float all-gather's send buffer, 2 rows);
+        // dd: this rank's lse then its D (the float all-gather's send buffer, 2 rows);
         // gfl: gathered (cp, 2 rows), then (lse, D) as (B, H, T) each.
         if (cudaMalloc(&g.dd, 2 * rows * sizeof(float)) != cudaSuccess ||
             cudaMalloc(&g.gfl, 4 * (size_t)cp * rows * sizeof(float)) != cudaSuccess ||
