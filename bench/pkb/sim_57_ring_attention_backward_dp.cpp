@@ -17,6 +17,7 @@
 // Build: g++ -O2 -std=c++17 -Iproblems/runner -Icommon/include -Iproblems/include
 //          bench/pkb/sim_57_ring_attention_backward_dp.cpp -o /tmp/sim57
 // Run: /tmp/sim57 [W [S [draws]]]   (B 1, H 2, D 64)
+// It also models pk_attn_ring_backward's buffer rotation (ring_buffers_check) at ring sizes 1..8.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -181,6 +182,46 @@ static void backward(int mode, const std::vector<Rank> &rk, int S, std::vector<V
             }
 }
 
+// pk_attn_ring_backward's buffers, modelled: rank r completes the running dK, dV of the block it
+// holds in place in pair (step % 2), sends that pair to rank r + 1 and receives into the other;
+// k, v move on except after the last step. Each pair is a set of (query rank, key block) shares
+// (bit q * 8 + j). After the last step, pair (W % 2) of rank r must hold exactly the shares of
+// every query rank in key block r. Returns the number of violations.
+static int ring_buffers_check(int W) {
+    std::vector<uint64_t> X[2] = {std::vector<uint64_t>(W, 0), std::vector<uint64_t>(W, 0)};
+    std::vector<int> held(W);
+    int bad = 0;
+    for (int r = 0; r < W; r++)
+        held[r] = r;
+    for (int s = 0; s < W; s++) {
+        for (int r = 0; r < W; r++) {
+            const int j = (r - s + W) % W;
+            bad += held[r] != j;
+            uint64_t &cur = X[s % 2][r];
+            if (s > 0)
+                for (int q = 0; q < W; q++)
+                    for (int jj = 0; jj < W; jj++)
+                        bad += (cur >> (q * 8 + jj) & 1) && jj != j; // a share of another block
+            cur = (s == 0 ? 0 : cur) | 1ULL << (r * 8 + j);
+        }
+        std::vector<uint64_t> sent = X[s % 2];
+        for (int r = 0; r < W; r++)
+            X[(s + 1) % 2][(r + 1) % W] = sent[r];
+        if (s + 1 < W) {
+            std::vector<int> h = held;
+            for (int r = 0; r < W; r++)
+                held[r] = h[(r - 1 + W) % W];
+        }
+    }
+    for (int r = 0; r < W; r++) {
+        uint64_t want = 0;
+        for (int q = 0; q < W; q++)
+            want |= 1ULL << (q * 8 + r);
+        bad += X[W % 2][r] != want;
+    }
+    return bad;
+}
+
 int main(int argc, char **argv) {
     const int W = argc > 1 ? atoi(argv[1]) : 2, S = argc > 2 ? atoi(argv[2]) : 64;
     const int draws = argc > 3 ? atoi(argv[3]) : 2, cp = W / 2;
@@ -191,6 +232,10 @@ int main(int argc, char **argv) {
     printf("W %d (DP 2 x CP %d), S %d, H %d, D %d; tolerance rtol %g atol_rms %g norm %g\n", W, cp,
            S, H, D, RTOL, ATOL_RMS, NORM_RTOL);
     int unexpected = 0;
+    for (int w = 1; w <= 8; w++) // the ring's buffer rotation at every ring size up to 8
+        unexpected += ring_buffers_check(w);
+    printf("ring buffer rotation (W = 1..8): %s\n",
+           unexpected ? "WRONG" : "every key block's shares end on its rank");
     for (int qk = 0; qk < 2; qk++)
         for (int vd = 0; vd < 5; vd++)
             for (int key = 0; key < draws; key++) {
