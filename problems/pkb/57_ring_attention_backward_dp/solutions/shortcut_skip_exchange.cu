@@ -6,9 +6,10 @@
 // D = rowsum(dout * out) over its CP group (one grouped ncclAllGather), lays the gathered shards
 // out as one sequence, and runs ONE flash-style dQ pass over all T keys and ONE dK/dV pass over
 // all T queries for its own keys (the tiles below are a copy of problems/include/
-// pk_attention.cuh's backward: 64 x 64 tiles on the bf16 tensor cores, the scores recomputed
-// from the forward's lse, the score matrix never in memory), writing bf16 straight from the
-// epilogues; then one grouped ncclAllReduce(ncclAvg) of dq, dk, dv over the DP pair.
+// pk_attention.cuh's backward, pk_ prefix dropped: 64 x 64 tiles on the bf16 tensor cores, the
+// scores recomputed from the forward's lse, the score matrix never in memory), writing bf16
+// straight from the epilogues; then one grouped ncclAllReduce(ncclAvg) of dq, dk, dv over the DP
+// pair.
 #include "pk_ctx.h"
 
 #include <cuda_bf16.h>
@@ -25,10 +26,9 @@ typedef __nv_bfloat16 bf16;
 
 // Loads 16-byte vectors of `rows` rows of 64 bf16 (row stride ld elements) into dst (64 per
 // row), zeros beyond n_valid rows. Called by `nthreads` threads with index t.
-static __device__ __forceinline__ void pk_attn_load_rows(__nv_bfloat16 *dst,
-                                                         const __nv_bfloat16 *src, long long ld,
-                                                         int rows, int n_valid, int t,
-                                                         int nthreads) {
+static __device__ __forceinline__ void attn_load_rows(__nv_bfloat16 *dst, const __nv_bfloat16 *src,
+                                                      long long ld, int rows, int n_valid, int t,
+                                                      int nthreads) {
     for (int i = t; i < rows * (PK_ATTN_D / 8); i += nthreads) {
         const int r = i / (PK_ATTN_D / 8), c = i % (PK_ATTN_D / 8);
         uint4 val = make_uint4(0, 0, 0, 0);
@@ -43,8 +43,8 @@ static __device__ __forceinline__ void pk_attn_load_rows(__nv_bfloat16 *dst,
 //   P = exp(scale q k^T - lse), dP = dO v^T, dS = P (dP - D),
 //   dQ = scale dS k, dK = scale dS^T q, dV = P^T dO
 // (FlashAttention-2's backward; PKB's _local_attn_backward). Two tiles, no atomics: the query
-// tile (pk_attn_bwd_dq_tile: a CTA per 64 queries, over every key tile) and the key tile
-// (pk_attn_bwd_dkdv_tile: a CTA per 64 keys, over every query tile); each recomputes S and P.
+// tile (attn_bwd_dq_tile: a CTA per 64 queries, over every key tile) and the key tile
+// (attn_bwd_dkdv_tile: a CTA per 64 keys, over every query tile); each recomputes S and P.
 // Products on the bf16 tensor cores (WMMA), P and dS rounded to bf16 as their operands,
 // fp32 scores, exponentials and accumulation. lse and D are (B, H, Sq) (PKB's softmax_lse).
 struct PkAttnBwdBlock {
@@ -77,18 +77,18 @@ struct PkAttnBwdSmem {
     float acc1[PK_ATTN_WARPS][16 * PK_ATTN_D]; // dv
 };
 
-static inline size_t pk_attn_bwd_smem_bytes(void) {
+static inline size_t attn_bwd_smem_bytes(void) {
     return sizeof(PkAttnBwdSmem);
 }
 
 // 16 rows of 64 bf16 from global (row stride ld, n_valid rows, zeros beyond) into 4 A fragments,
 // staged through `stage` (16 x 64 bf16) by the warp.
 static __device__ __forceinline__ void
-pk_attn_load_afrag(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
-                                          nvcuda::wmma::row_major> (&f)[4],
-                   __nv_bfloat16 *stage, const __nv_bfloat16 *src, long long ld, int n_valid,
-                   int lane) {
-    pk_attn_load_rows(stage, src, ld, 16, n_valid, lane, 32);
+attn_load_afrag(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                                       nvcuda::wmma::row_major> (&f)[4],
+                __nv_bfloat16 *stage, const __nv_bfloat16 *src, long long ld, int n_valid,
+                int lane) {
+    attn_load_rows(stage, src, ld, 16, n_valid, lane, 32);
     __syncwarp();
 #pragma unroll
     for (int kk = 0; kk < 4; kk++)
@@ -99,10 +99,10 @@ pk_attn_load_afrag(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __
 // C (16 x 64, fp32, row stride 64) = A (4 fragments: 16 x 64) B^T, B (64 x 64 bf16 in shared
 // memory, row r of B^T's source = column r of the product): scores-like products q k^T.
 static __device__ __forceinline__ void
-pk_attn_mm_abt(float *c,
-               const nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
-                                            nvcuda::wmma::row_major> (&a)[4],
-               const __nv_bfloat16 *bsrc) {
+attn_mm_abt(float *c,
+            const nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                                         nvcuda::wmma::row_major> (&a)[4],
+            const __nv_bfloat16 *bsrc) {
     namespace wmma = nvcuda::wmma;
 #pragma unroll
     for (int n = 0; n < PK_ATTN_BN / 16; n++) {
@@ -119,8 +119,8 @@ pk_attn_mm_abt(float *c,
 }
 
 // acc (16 x 64 fp32, row stride 64) += A (16 x 64 bf16, row stride 64) B (64 x 64 bf16 row-major).
-static __device__ __forceinline__ void pk_attn_mm_acc(float *acc, const __nv_bfloat16 *a,
-                                                      const __nv_bfloat16 *b) {
+static __device__ __forceinline__ void attn_mm_acc(float *acc, const __nv_bfloat16 *a,
+                                                   const __nv_bfloat16 *b) {
     namespace wmma = nvcuda::wmma;
 #pragma unroll
     for (int n = 0; n < PK_ATTN_D / 16; n++) {
@@ -140,9 +140,9 @@ static __device__ __forceinline__ void pk_attn_mm_acc(float *acc, const __nv_bfl
 
 // The epilogue of one gradient row half (32 values of lane `half`): scale * acc (+ in), fp32 or
 // bf16.
-static __device__ __forceinline__ void pk_attn_bwd_store(const float *acc, float scale,
-                                                         const float *in, float *out,
-                                                         __nv_bfloat16 *out_bf16, long long base) {
+static __device__ __forceinline__ void attn_bwd_store(const float *acc, float scale,
+                                                      const float *in, float *out,
+                                                      __nv_bfloat16 *out_bf16, long long base) {
 #pragma unroll 8
     for (int c = 0; c < 32; c++) {
         const float val = acc[c] * scale + (in ? in[base + c] : 0.f);
@@ -154,8 +154,8 @@ static __device__ __forceinline__ void pk_attn_bwd_store(const float *acc, float
 }
 
 // dQ of query tile qt of head h of batch b against every key of the block (the whole CTA).
-static __device__ void pk_attn_bwd_dq_tile(const PkAttnBwdBlock &a, int b, int h, int qt,
-                                           PkAttnBwdSmem &sm) {
+static __device__ void attn_bwd_dq_tile(const PkAttnBwdBlock &a, int b, int h, int qt,
+                                        PkAttnBwdSmem &sm) {
     namespace wmma = nvcuda::wmma;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long long ld = (long long)a.H * PK_ATTN_D;
@@ -163,8 +163,8 @@ static __device__ void pk_attn_bwd_dq_tile(const PkAttnBwdBlock &a, int b, int h
     __nv_bfloat16 *stage = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[4], of[4];
     const long long qoff = ((long long)b * a.Sq + i0) * ld + (long long)h * PK_ATTN_D;
-    pk_attn_load_afrag(qf, stage, a.q + qoff, ld, n_q, lane);
-    pk_attn_load_afrag(of, stage, a.dout + qoff, ld, n_q, lane);
+    attn_load_afrag(qf, stage, a.q + qoff, ld, n_q, lane);
+    attn_load_afrag(of, stage, a.dout + qoff, ld, n_q, lane);
     for (int i = lane; i < 16 * PK_ATTN_D; i += 32)
         sm.acc0[warp][i] = 0.f;
     const int r = lane >> 1, half = lane & 1;
@@ -180,11 +180,11 @@ static __device__ void pk_attn_bwd_dq_tile(const PkAttnBwdBlock &a, int b, int h
         const int j0 = kt * PK_ATTN_BN, n_k = min(PK_ATTN_BN, a.Sk - j0);
         __syncthreads();
         const long long off = ((long long)b * a.Sk + j0) * ld + (long long)h * PK_ATTN_D;
-        pk_attn_load_rows(sm.a, a.k + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
-        pk_attn_load_rows(sm.b, a.v + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        attn_load_rows(sm.a, a.k + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        attn_load_rows(sm.b, a.v + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
         __syncthreads();
-        pk_attn_mm_abt(sm.s[warp], qf, sm.a);  // S = q k^T
-        pk_attn_mm_abt(sm.dp[warp], of, sm.b); // dP = dO v^T
+        attn_mm_abt(sm.s[warp], qf, sm.a);  // S = q k^T
+        attn_mm_abt(sm.dp[warp], of, sm.b); // dP = dO v^T
         __syncwarp();
         float ds[32];
 #pragma unroll
@@ -200,20 +200,20 @@ static __device__ void pk_attn_bwd_dq_tile(const PkAttnBwdBlock &a, int b, int h
         for (int c = 0; c < 32; c++)
             dsb[r * PK_ATTN_BN + half * 32 + c] = __float2bfloat16(ds[c]);
         __syncwarp();
-        pk_attn_mm_acc(sm.acc0[warp], dsb, sm.a); // dQ += dS k
+        attn_mm_acc(sm.acc0[warp], dsb, sm.a); // dQ += dS k
         __syncwarp();
     }
     if (r >= n_q)
         return;
     const long long base =
         (((long long)b * a.Sq + i0 + r) * a.H + h) * PK_ATTN_D + (long long)half * 32;
-    pk_attn_bwd_store(sm.acc0[warp] + r * PK_ATTN_D + half * 32, a.scale, a.dq_in, a.dq_out,
-                      a.dq_bf16, base);
+    attn_bwd_store(sm.acc0[warp] + r * PK_ATTN_D + half * 32, a.scale, a.dq_in, a.dq_out, a.dq_bf16,
+                   base);
 }
 
 // dK and dV of key tile kt of head h of batch b from every query of the block (the whole CTA).
-static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int h, int kt,
-                                             PkAttnBwdSmem &sm) {
+static __device__ void attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int h, int kt,
+                                          PkAttnBwdSmem &sm) {
     namespace wmma = nvcuda::wmma;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long long ld = (long long)a.H * PK_ATTN_D;
@@ -221,8 +221,8 @@ static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int
     __nv_bfloat16 *stage = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> kf[4], vf[4];
     const long long koff = ((long long)b * a.Sk + j0) * ld + (long long)h * PK_ATTN_D;
-    pk_attn_load_afrag(kf, stage, a.k + koff, ld, n_k, lane);
-    pk_attn_load_afrag(vf, stage, a.v + koff, ld, n_k, lane);
+    attn_load_afrag(kf, stage, a.k + koff, ld, n_k, lane);
+    attn_load_afrag(vf, stage, a.v + koff, ld, n_k, lane);
     for (int i = lane; i < 16 * PK_ATTN_D; i += 32)
         sm.acc0[warp][i] = sm.acc1[warp][i] = 0.f;
     const int r = lane >> 1, half = lane & 1;
@@ -238,16 +238,16 @@ static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int
         const int i0 = qt * PK_ATTN_BM, n_q = min(PK_ATTN_BM, a.Sq - i0);
         __syncthreads();
         const long long off = ((long long)b * a.Sq + i0) * ld + (long long)h * PK_ATTN_D;
-        pk_attn_load_rows(sm.a, a.q + off, ld, PK_ATTN_BM, n_q, threadIdx.x, PK_ATTN_THREADS);
-        pk_attn_load_rows(sm.b, a.dout + off, ld, PK_ATTN_BM, n_q, threadIdx.x, PK_ATTN_THREADS);
+        attn_load_rows(sm.a, a.q + off, ld, PK_ATTN_BM, n_q, threadIdx.x, PK_ATTN_THREADS);
+        attn_load_rows(sm.b, a.dout + off, ld, PK_ATTN_BM, n_q, threadIdx.x, PK_ATTN_THREADS);
         for (int i = threadIdx.x; i < PK_ATTN_BM; i += PK_ATTN_THREADS) {
             const long long lrow = ((long long)b * a.H + h) * a.Sq + i0 + i;
             sm.lse[i] = i < n_q ? a.lse[lrow] : INFINITY;
             sm.dd[i] = i < n_q ? a.dd[lrow] : 0.f;
         }
         __syncthreads();
-        pk_attn_mm_abt(sm.s[warp], kf, sm.a);  // S^T = k q^T
-        pk_attn_mm_abt(sm.dp[warp], vf, sm.b); // dP^T = v dO^T
+        attn_mm_abt(sm.s[warp], kf, sm.a);  // S^T = k q^T
+        attn_mm_abt(sm.dp[warp], vf, sm.b); // dP^T = v dO^T
         __syncwarp();
         float pv[32], ds[32];
 #pragma unroll
@@ -268,24 +268,23 @@ static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int
             dsb[r * PK_ATTN_BN + half * 32 + c] = __float2bfloat16(ds[c]);
         }
         __syncwarp();
-        pk_attn_mm_acc(sm.acc1[warp], pb, sm.b);  // dV += P^T dO
-        pk_attn_mm_acc(sm.acc0[warp], dsb, sm.a); // dK += dS^T q
+        attn_mm_acc(sm.acc1[warp], pb, sm.b);  // dV += P^T dO
+        attn_mm_acc(sm.acc0[warp], dsb, sm.a); // dK += dS^T q
         __syncwarp();
     }
     if (r >= n_k)
         return;
     const long long base =
         (((long long)b * a.Sk + j0 + r) * a.H + h) * PK_ATTN_D + (long long)half * 32;
-    pk_attn_bwd_store(sm.acc0[warp] + r * PK_ATTN_D + half * 32, a.scale, a.dk_in, a.dk_out,
-                      a.dk_bf16, base);
-    pk_attn_bwd_store(sm.acc1[warp] + r * PK_ATTN_D + half * 32, 1.f, a.dv_in, a.dv_out, a.dv_bf16,
-                      base);
+    attn_bwd_store(sm.acc0[warp] + r * PK_ATTN_D + half * 32, a.scale, a.dk_in, a.dk_out, a.dk_bf16,
+                   base);
+    attn_bwd_store(sm.acc1[warp] + r * PK_ATTN_D + half * 32, 1.f, a.dv_in, a.dv_out, a.dv_bf16,
+                   base);
 }
 
 // The backward's kernels. D = rowsum(dO * O): a warp per (b, s, h) row, into (B, H, S).
-static __global__ void pk_attn_bwd_rowdot_kernel(const __nv_bfloat16 *dout,
-                                                 const __nv_bfloat16 *out, float *dd, int B, int S,
-                                                 int H) {
+static __global__ void attn_bwd_rowdot_kernel(const __nv_bfloat16 *dout, const __nv_bfloat16 *out,
+                                              float *dd, int B, int S, int H) {
     const long long rows = (long long)B * S * H;
     const int lane = threadIdx.x % 32;
     for (long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; w < rows;
@@ -305,17 +304,16 @@ static __global__ void pk_attn_bwd_rowdot_kernel(const __nv_bfloat16 *dout,
     }
 }
 
-static __global__ void __launch_bounds__(PK_ATTN_THREADS) pk_attn_bwd_dq_kernel(PkAttnBwdBlock a) {
-    extern __shared__ __align__(128) unsigned char pk_attn_bwd_smem_raw[];
-    PkAttnBwdSmem &sm = *reinterpret_cast<PkAttnBwdSmem *>(pk_attn_bwd_smem_raw);
-    pk_attn_bwd_dq_tile(a, blockIdx.y / a.H, blockIdx.y % a.H, blockIdx.x, sm);
+static __global__ void __launch_bounds__(PK_ATTN_THREADS) attn_bwd_dq_kernel(PkAttnBwdBlock a) {
+    extern __shared__ __align__(128) unsigned char attn_bwd_smem_raw[];
+    PkAttnBwdSmem &sm = *reinterpret_cast<PkAttnBwdSmem *>(attn_bwd_smem_raw);
+    attn_bwd_dq_tile(a, blockIdx.y / a.H, blockIdx.y % a.H, blockIdx.x, sm);
 }
 
-static __global__ void __launch_bounds__(PK_ATTN_THREADS)
-    pk_attn_bwd_dkdv_kernel(PkAttnBwdBlock a) {
-    extern __shared__ __align__(128) unsigned char pk_attn_bwd_smem_raw[];
-    PkAttnBwdSmem &sm = *reinterpret_cast<PkAttnBwdSmem *>(pk_attn_bwd_smem_raw);
-    pk_attn_bwd_dkdv_tile(a, blockIdx.y / a.H, blockIdx.y % a.H, blockIdx.x, sm);
+static __global__ void __launch_bounds__(PK_ATTN_THREADS) attn_bwd_dkdv_kernel(PkAttnBwdBlock a) {
+    extern __shared__ __align__(128) unsigned char attn_bwd_smem_raw[];
+    PkAttnBwdSmem &sm = *reinterpret_cast<PkAttnBwdSmem *>(attn_bwd_smem_raw);
+    attn_bwd_dkdv_tile(a, blockIdx.y / a.H, blockIdx.y % a.H, blockIdx.x, sm);
 }
 
 static struct {
@@ -330,10 +328,10 @@ extern "C" int solution_init(const pk_ctx *ctx) {
     if (ncclCommSplit(ctx->comm, ctx->rank / cp, ctx->rank, &g.cp, NULL) != ncclSuccess ||
         ncclCommSplit(ctx->comm, ctx->rank % cp, ctx->rank, &g.dp, NULL) != ncclSuccess)
         return 1;
-    const int smem = (int)pk_attn_bwd_smem_bytes();
-    if (cudaFuncSetAttribute(pk_attn_bwd_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const int smem = (int)attn_bwd_smem_bytes();
+    if (cudaFuncSetAttribute(attn_bwd_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              smem) != cudaSuccess ||
-        cudaFuncSetAttribute(pk_attn_bwd_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(attn_bwd_dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              smem) != cudaSuccess)
         return 2;
     return 0;
@@ -412,8 +410,7 @@ extern "C" int solution(const pk_ctx *ctx, const bf16 *dout, const bf16 *q, cons
     if (cudaMemcpyAsync(mine, lse, rows * sizeof(float), cudaMemcpyDeviceToDevice, st) !=
         cudaSuccess)
         return 3;
-    pk_attn_bwd_rowdot_kernel<<<4 * 132, 256, 0, st>>>(dout, out, mine + rows, (int)B, (int)S,
-                                                       (int)H);
+    attn_bwd_rowdot_kernel<<<4 * 132, 256, 0, st>>>(dout, out, mine + rows, (int)B, (int)S, (int)H);
     pack4<<<264, 256, 0, st>>>(
         reinterpret_cast<const uint4 *>(k), reinterpret_cast<const uint4 *>(v),
         reinterpret_cast<const uint4 *>(q), reinterpret_cast<const uint4 *>(dout),
@@ -431,7 +428,7 @@ extern "C" int solution(const pk_ctx *ctx, const bf16 *dout, const bf16 *q, cons
                                      (int)B, (int)S, (int)H);
     const bf16 *K = g.seq, *V = g.seq + sn, *Q = g.seq + 2 * sn, *DO = g.seq + 3 * sn;
     const float *LSE = seq_f, *DD = seq_f + (size_t)cp * rows;
-    const int smem = (int)pk_attn_bwd_smem_bytes();
+    const int smem = (int)attn_bwd_smem_bytes();
     // dQ: this rank's queries against all T keys.
     PkAttnBwdBlock a = {};
     a.q = q;
@@ -446,8 +443,8 @@ extern "C" int solution(const pk_ctx *ctx, const bf16 *dout, const bf16 *q, cons
     a.H = (int)H;
     a.scale = softmax_scale;
     a.dq_bf16 = dq;
-    pk_attn_bwd_dq_kernel<<<dim3((unsigned)((S + PK_ATTN_BM - 1) / PK_ATTN_BM), (unsigned)(B * H)),
-                            PK_ATTN_THREADS, smem, st>>>(a);
+    attn_bwd_dq_kernel<<<dim3((unsigned)((S + PK_ATTN_BM - 1) / PK_ATTN_BM), (unsigned)(B * H)),
+                         PK_ATTN_THREADS, smem, st>>>(a);
     // dK, dV: this rank's keys from all T queries.
     PkAttnBwdBlock b = {};
     b.q = Q;
@@ -463,9 +460,8 @@ extern "C" int solution(const pk_ctx *ctx, const bf16 *dout, const bf16 *q, cons
     b.scale = softmax_scale;
     b.dk_bf16 = dk;
     b.dv_bf16 = dv;
-    pk_attn_bwd_dkdv_kernel<<<dim3((unsigned)((S + PK_ATTN_BN - 1) / PK_ATTN_BN),
-                                   (unsigned)(B * H)),
-                              PK_ATTN_THREADS, smem, st>>>(b);
+    attn_bwd_dkdv_kernel<<<dim3((unsigned)((S + PK_ATTN_BN - 1) / PK_ATTN_BN), (unsigned)(B * H)),
+                           PK_ATTN_THREADS, smem, st>>>(b);
     if (cudaGetLastError() != cudaSuccess)
         return 6;
     return 0; // no DP average
