@@ -21,7 +21,10 @@ def solution(x, topk_idx, num_experts):
     dev = x.device
     xf = x.float()
     amax = xf.abs().amax(dim=1)
-    scale = amax / 127.0
+    # A tensor divisor: PyTorch divides a CUDA tensor by a Python scalar as a multiplication by
+    # its reciprocal (one ulp off the IEEE division the contract names; seen on one H200, the
+    # scale one ulp off and recv_x off by one at ties). Tensor by tensor is the IEEE division.
+    scale = amax / torch.full_like(amax, 127.0)
     q = torch.where(scale[:, None] > 0, torch.round(xf / scale[:, None]), torch.zeros_like(xf))
     q = q.clamp(-127, 127).to(torch.int8)
     mask = torch.zeros((M, E), dtype=torch.bool, device=dev)
