@@ -11,7 +11,8 @@ Several dumps (of several problems, one world size) are checked in one run, so P
 the process group start once.
 
 For every trial and rank it loads the inputs and pkgym's reference outputs, runs the problem's
-adapter (adapters/<suite>_<id>.py: usually ParallelKernelBench's own solution() from --pkb)
+adapter (adapters/<suite>_<id>.py: usually ParallelKernelBench's own solution() from --pkb; for
+problems that are not PKB's (cuco/) a PyTorch solution() of ours, local/<LOCAL_REFERENCE>)
 in the problem's dtypes and again on fp64 copies of the inputs, then reports, per output:
   - cross-check: pkgym's reference against the adapter, within pkgym's tolerance;
   - the largest error of each implementation against fp64, the (atol, rtol) pair derived from
@@ -71,6 +72,16 @@ def load_adapter(problem):
 def load_pkb(pkb_dir, reference):
     path = os.path.join(pkb_dir, "reference", reference)
     spec = importlib.util.spec_from_file_location("pkb_reference", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def load_local(reference):
+    """A reference written here (local/<name>), for problems that are not PKB's (cuco/): the
+    adapter names it LOCAL_REFERENCE; it is run and timed as PKB's solution() is."""
+    path = os.path.join(HERE, "local", reference)
+    spec = importlib.util.spec_from_file_location("local_reference", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -410,6 +421,8 @@ def check_dump(args, dump, rank, world, device):
     adapter = load_adapter(man["problem"])
     pkb = load_pkb(args.pkb, adapter.PKB_REFERENCE) if getattr(adapter, "PKB_REFERENCE", None) \
         else None
+    if getattr(adapter, "LOCAL_REFERENCE", None):  # cuco/: a reference of ours, local/<name>
+        pkb = load_local(adapter.LOCAL_REFERENCE)
     if getattr(adapter, "PKB_REFERENCE", None) and pkb is None:
         raise RuntimeError("%s needs --pkb (a ParallelKernelBench checkout)" % man["problem"])
     outputs = [a for a in man["args"] if a["role"] != "input"]

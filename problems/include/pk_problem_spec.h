@@ -145,6 +145,7 @@ struct pk_problem {
     pk_param_spec params[PK_MAX_PARAMS];
     pk_string_list constraints; /* expressions over dims and world that must be 1 */
     int link_cublas;            /* "libraries": ["cublas"]: candidates may call cuBLAS(Lt) */
+    int link_cufft;             /* "libraries": ["cufft"]: candidates may call cuFFT */
     int device_api; /* "device_api": true: the candidate gets NCCL's device API (ncclDevComm) */
     /* Named dims overrides ("dims_presets": {"pkb": {...}}); pkgym check --dims NAME. */
     int n_presets;

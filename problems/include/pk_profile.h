@@ -11,6 +11,7 @@
 #ifndef PK_PROFILE_H
 #define PK_PROFILE_H
 
+#include <limits.h>
 #include <pthread.h>
 
 #include "pk_common.h"
@@ -137,6 +138,11 @@ int pk_profile_ncu_inaccessible(const char *why, const char *log);
 /* Removes the NVLink counters (nvltx__*, nvlrx__*) from a comma-separated metric list in
  * place; returns how many metrics are left. */
 int pk_profile_drop_nvlink(char *metrics);
+
+/* Nsight Compute's directories for the ncu at NCU (the toolkit's wrapper script, or the frontend
+ * itself): beside the toolkit (<cuda>/nsight-compute*) and under OPT_ROOT (NULL: /opt/nvidia), as
+ * real paths, at most CAP; returns how many. The profile stage binds them into its sandbox. */
+int pk_profile_ncu_dirs(const char *ncu, const char *opt_root, char (*out)[PATH_MAX], int cap);
 
 #ifdef __cplusplus
 }

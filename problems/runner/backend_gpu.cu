@@ -516,13 +516,18 @@ static int gpu_setup_arena(rn_backend *b, pk_ctx *ctx, size_t bytes) {
             return nccl_fail(b, r, "ncclDevCommCreate");
         g_state.have_dev_comm = 1;
     }
-    // NCCL has no host-side getter for peer addresses: ask the device.
-    void **d_peers = (void **)g_state.cmp + 8;
-    peer_pointers_kernel<<<1, 1, 0, g_state.harness>>>(g_state.window, ctx->world_size, d_peers);
-    CU(b, cudaGetLastError());
-    CU(b, cudaMemcpyAsync(ctx->peer_base, d_peers, sizeof(void *) * (size_t)ctx->world_size,
-                          cudaMemcpyDeviceToHost, g_state.harness));
-    CU(b, cudaStreamSynchronize(g_state.harness));
+    // NCCL has no host-side getter for peer addresses: ask the device. A one-rank communicator
+    // (the reference's single-GPU diagnostic) has no LSA team: the lookup faults there, and the
+    // only peer is ourselves (set below).
+    if (ctx->world_size > 1) {
+        void **d_peers = (void **)g_state.cmp + 8;
+        peer_pointers_kernel<<<1, 1, 0, g_state.harness>>>(g_state.window, ctx->world_size,
+                                                           d_peers);
+        CU(b, cudaGetLastError());
+        CU(b, cudaMemcpyAsync(ctx->peer_base, d_peers, sizeof(void *) * (size_t)ctx->world_size,
+                              cudaMemcpyDeviceToHost, g_state.harness));
+        CU(b, cudaStreamSynchronize(g_state.harness));
+    }
     ctx->sym_base = g_state.arena;
     ctx->sym_size = bytes;
     ctx->window = g_state.window;

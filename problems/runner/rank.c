@@ -175,7 +175,9 @@ static int setup_buffers(rank_state *rs, rank_step *st) {
         return rn_fail(st, "too many arguments and slots for the guard zones");
     rn_plan_make(rs->o->seed, rs->o->trials, rs->p->warmup_iters, rs->p->iters,
                  rs->p->timing_blocks, rs->lay.copies, &rs->plan);
-    rs->b.device_api = rs->p->device_api;
+    /* NCCL makes no device communicator for one rank (ncclInvalidUsage); world 1 runs only the
+     * reference (job.c's single-GPU diagnostic), which never uses one. */
+    rs->b.device_api = rs->p->device_api && rs->ctx.world_size > 1;
     /* The most calls one time_calls runs: a timed block and its lead-in, or a warm-up chunk. */
     rs->b.max_timed_calls = 16;
     for (int side = 0; side < 2; side++)

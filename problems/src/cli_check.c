@@ -108,7 +108,8 @@ static void options_table(pk_opt *t, check_args *a) {
         {.type = PK_OPT_INT,
          .name = "--world-size",
          .metavar = "N",
-         .help = "ranks, one of the problem's world sizes (default its own)",
+         .help = "ranks, one of the problem's world sizes (default its own); 1 with "
+                 "--reference: a single-GPU diagnostic of the reference's numerics",
          .dest = &o->world_size,
          .lo = 1,
          .hi = PK_EVAL_MAX_RANKS},
@@ -353,6 +354,11 @@ int pk_cmd_check(int argc, char **argv) {
         pk_problem_set_free(set);
         return 1;
     }
+    if (o.world_size == 1 && o.reference_as_candidate && !pk_problem_world_allowed(p, 1))
+        fprintf(stderr,
+                "pkgym check: world size 1 is not one of %s's world sizes: a single-GPU "
+                "diagnostic of the reference (its numerics; no communication is exercised)\n",
+                id);
     pk_eval_result res;
     pk_eval_result_init(&res);
     int rc = pk_harness_evaluate(p, source, &o, &res, &err);

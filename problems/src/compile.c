@@ -35,24 +35,26 @@ static const char *const host_flags[] = {"-x",
                                          "-I" PK_MPI_INCLUDE,
                                          NULL};
 
-/* "libraries": ["cublas"]: the candidate may call cuBLAS and cuBLASLt. */
-static const char *const cublas_flags[] = {"-lcublas", "-lcublasLt", NULL};
-
 static const char *const *flags_of(const pk_job *job) {
     return job->p->device_gpu ? gpu_flags : host_flags;
 }
 
-/* "device_api": true: pk_ctx.h includes nccl_device.h and declares ctx->dev_comm. */
-static const char *const device_api_flags[] = {"-DPK_DEVICE_API=1", NULL};
-static const char *const cublas_device_api_flags[] = {"-DPK_DEVICE_API=1", "-lcublas", "-lcublasLt",
-                                                      NULL};
-
+/* "device_api": true: pk_ctx.h includes nccl_device.h and declares ctx->dev_comm.
+ * "libraries": ["cublas"]: the candidate may call cuBLAS and cuBLASLt; ["cufft"]: cuFFT.
+ * Filled into the job's own list (at most 4 flags and the terminating NULL). */
 static const char *const *extra_flags_of(const pk_job *job) {
-    static const char *const none[] = {NULL};
-    int api = job->p->device_gpu && job->p->device_api;
-    if (job->p->link_cublas)
-        return api ? cublas_device_api_flags : cublas_flags;
-    return api ? device_api_flags : none;
+    static __thread const char *out[5];
+    int n = 0;
+    if (job->p->device_gpu && job->p->device_api)
+        out[n++] = "-DPK_DEVICE_API=1";
+    if (job->p->link_cublas) {
+        out[n++] = "-lcublas";
+        out[n++] = "-lcublasLt";
+    }
+    if (job->p->link_cufft)
+        out[n++] = "-lcufft";
+    out[n] = NULL;
+    return out;
 }
 
 /* The flags, as one string, recorded in the result and hashed into the compile key. */

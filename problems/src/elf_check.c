@@ -91,6 +91,7 @@ static const char *const base_allow[] = {
 };
 static const char *const gpu_allow[] = {"nccl*"};
 static const char *const cublas_allow[] = {"cublas*"}; /* cublas* and cublasLt* */
+static const char *const cufft_allow[] = {"cufft*"};   /* cufft* and cufftXt* */
 static const char *const host_allow[] = {"MPI_*", "ompi_mpi_*"};
 
 /* Names a candidate must not define: they would interpose the runtime, NCCL, MPI, libc, the
@@ -103,7 +104,7 @@ static const char *const protected_names[] = {
     "fclose",   "fwrite",    "fread",     "clock*", "gettimeofday", "time",    "nanosleep",
     "usleep",   "sleep",     "exit",      "_exit",  "abort",        "getenv",  "setenv",
     "fork",     "exec*",     "system",    "mmap*",  "munmap",       "syscall", "ioctl",
-    "signal",   "sigaction", "raise",     "kill",
+    "signal",   "sigaction", "raise",     "kill",   "cufft*",
 };
 
 #define N(a) (sizeof a / sizeof *a)
@@ -165,7 +166,8 @@ static void classify(const pk_problem *p, const char *name, int defined, int is_
     int ok = in_list(base_allow, N(base_allow), name) || in_string_list(&p->allowed_calls, name) ||
              (p->device_gpu ? in_list(gpu_allow, N(gpu_allow), name)
                             : in_list(host_allow, N(host_allow), name)) ||
-             (p->link_cublas && in_list(cublas_allow, N(cublas_allow), name));
+             (p->link_cublas && in_list(cublas_allow, N(cublas_allow), name)) ||
+             (p->link_cufft && in_list(cufft_allow, N(cufft_allow), name));
     if (!ok)
         offend(unknown, name);
 }

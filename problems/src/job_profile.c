@@ -132,6 +132,19 @@ static int profile_run(pk_job *job, const char *launcher, const int *gpus, int n
     /* ncu adds its frontend and threads in every rank to what the run has (default 256) */
     if (n_prefix > 0 && l->so.pids < PROFILER_PIDS)
         l->so.pids = PROFILER_PIDS;
+    /* ... and runs from Nsight Compute's own directory, which the sandbox must show too. */
+    char ncu_dirs[4][PATH_MAX];
+    const char *ro[8 + 4];
+    if (n_prefix > 0) {
+        int n_ro = 0;
+        for (int i = 0; i < l->so.n_ro && n_ro < 8; i++)
+            ro[n_ro++] = l->so.ro[i];
+        int nd = pk_profile_ncu_dirs(prefix[0], NULL, ncu_dirs, 4);
+        for (int i = 0; i < nd; i++)
+            ro[n_ro++] = ncu_dirs[i];
+        l->so.ro = ro;
+        l->so.n_ro = n_ro;
+    }
     pk_sandbox_result sr;
     if (pk_harness_spawn(&l->so, argv, &sr, &err)) {
         put(why, why_cap, err.message);

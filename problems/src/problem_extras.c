@@ -48,8 +48,10 @@ int pk_load_libraries(const char *file, json_t *root, pk_problem *p, pk_error *e
         const char *name = json_string_value(it);
         if (name && strcmp(name, "cublas") == 0)
             p->link_cublas = 1;
+        else if (name && strcmp(name, "cufft") == 0)
+            p->link_cufft = 1;
         else
-            return bad(file, err, "libraries", "known libraries: cublas");
+            return bad(file, err, "libraries", "known libraries: cublas, cufft");
     }
     return PK_OK;
 }

@@ -119,10 +119,21 @@ pk_profile_summary pk_profile_summarize(const pk_profile_data *d) {
             s.bound = "memory";
         else if (k && pipes(k) >= HIGH_PCT)
             s.bound = "compute";
-        else if (k && (k->dram_pct >= 0 || pipes(k) >= 0))
+        /* Latency only when both sides were read and both are low: with the pipes unread (an
+         * ncu that knows DRAM but not SM metrics, seen on an H200), a GEMM at 12% DRAM is not
+         * latency-bound, it is unknown. */
+        else if (k && k->dram_pct >= 0 && pipes(k) >= 0)
             s.bound = "latency";
     }
     return s;
+}
+
+/* A percentage ncu measured, or "not measured" (the parsers keep -1 for a metric it lacked). */
+static void pct(char *out, size_t cap, double v) {
+    if (v >= 0)
+        snprintf(out, cap, "%.0f%%", v);
+    else
+        snprintf(out, cap, "not measured");
 }
 
 static void us(char *out, size_t cap, double ns) {
@@ -170,8 +181,10 @@ char *pk_profile_feedback_text(const pk_profile_data *d, size_t max_chars) {
                  100 * s.top_share, s.slowest_rank, s.bound);
     const pk_prof_kernel *k = metrics_of(d, s.slowest_rank, s.top_kernel);
     if (k && (size_t)n < sizeof line) {
-        n += snprintf(line + n, sizeof line - (size_t)n, " (DRAM %.0f%% of peak, SM %.0f%%",
-                      k->dram_pct, k->sm_pct);
+        char dram[16], sm[16];
+        pct(dram, sizeof dram, k->dram_pct);
+        pct(sm, sizeof sm, k->sm_pct);
+        n += snprintf(line + n, sizeof line - (size_t)n, " (DRAM %s of peak, SM %s", dram, sm);
         if (k->tensor_pct >= 0 && (size_t)n < sizeof line)
             n += snprintf(line + n, sizeof line - (size_t)n, ", tensor pipe %.0f%%", k->tensor_pct);
         if (k->fma_pct >= 0 && (size_t)n < sizeof line)

@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_COLS 256
+/* ncu's raw page puts ~170 device__attribute columns before the metrics (303 columns on an
+ * H200 with the full level's metrics): 256 cut off every sm__ column there. */
+#define MAX_COLS 4096
 
-/* Splits one CSV line (quoted fields, "" for a quote) in place; returns the field count. */
+/* Splits one CSV line (quoted fields, "" for a quote) in place; returns the field count, or -1
+ * when the line has more than cap fields. */
 static int split_csv(char *line, char **f, int cap) {
     int n = 0;
     char *p = line;
@@ -50,7 +53,7 @@ static int split_csv(char *line, char **f, int cap) {
             break;
         }
     }
-    return n;
+    return *p && n == cap ? -1 : n; /* more fields than cap: never a silent cut */
 }
 
 /* "12,345.6" -> 12345.6; "n/a", "" or text -> -1. */
@@ -98,26 +101,34 @@ static int starts(const char *s, const char *prefix) {
     return !strncmp(s, prefix, strlen(prefix));
 }
 
+/* ncu's raw page gives every requested metric's .avg, .max, .min and .sum roll-ups: the one we
+ * asked for (profile_metrics.c) is kept; a bare name (no roll-up) too. */
+static int rollup(const char *h, const char *want) {
+    const char *dot = strchr(h, '.');
+    size_t n = strlen(want);
+    return !dot || (!strncmp(dot + 1, want, n) && (dot[1 + n] == '.' || !dot[1 + n]));
+}
+
 static int role_of(const char *h) {
     if (!strcmp(h, "Kernel Name") || !strcmp(h, "Function Name") || !strcmp(h, "Demangled Name"))
         return COL_NAME;
     if (!strcmp(h, "Device"))
         return COL_DEVICE;
-    if (starts(h, "gpu__time_duration"))
+    if (starts(h, "gpu__time_duration") && rollup(h, "sum"))
         return COL_DURATION;
-    if (starts(h, "dram__throughput.") && strstr(h, "pct_of_peak"))
+    if (starts(h, "dram__throughput.") && rollup(h, "avg") && strstr(h, "pct_of_peak"))
         return COL_DRAM;
-    if (starts(h, "sm__throughput.") && strstr(h, "pct_of_peak"))
+    if (starts(h, "sm__throughput.") && rollup(h, "avg") && strstr(h, "pct_of_peak"))
         return COL_SM;
-    if (starts(h, "sm__pipe_tensor") && strstr(h, "pct_of_peak"))
+    if (starts(h, "sm__pipe_tensor") && rollup(h, "avg") && strstr(h, "pct_of_peak"))
         return COL_TENSOR;
-    if (starts(h, "sm__pipe_fma") && strstr(h, "pct_of_peak"))
+    if (starts(h, "sm__pipe_fma") && rollup(h, "avg") && strstr(h, "pct_of_peak"))
         return COL_FMA;
-    if (starts(h, "sm__warps_active") && strstr(h, "pct_of_peak"))
+    if (starts(h, "sm__warps_active") && rollup(h, "avg") && strstr(h, "pct_of_peak"))
         return COL_OCCUPANCY;
-    if (starts(h, "nvltx__bytes"))
+    if (starts(h, "nvltx__bytes") && rollup(h, "sum"))
         return COL_NVL_TX;
-    if (starts(h, "nvlrx__bytes"))
+    if (starts(h, "nvlrx__bytes") && rollup(h, "sum"))
         return COL_NVL_RX;
     if (strstr(h, "issue_stalled_"))
         return COL_STALL;
@@ -257,6 +268,11 @@ int pk_profile_ncu_csv_parse(const char *text, pk_profile_data *d, pk_error *err
         if (line[0] != '"')
             continue; /* ==PROF== lines, the program's output */
         int n = split_csv(line, f, MAX_COLS);
+        if (n < 0) {
+            rc = pk_error_set(err, PK_ERR_INVALID, "ncu CSV: a row of more than %d columns",
+                              MAX_COLS);
+            break;
+        }
         if (n > 0 && !strcmp(f[0], "ID")) {
             memset(h, 0, sizeof *h);
             h->n = n;

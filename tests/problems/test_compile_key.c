@@ -1,7 +1,7 @@
 /* The compile cache key (pk_job_compile_key) hashes the nvcc flags, so an object compiled with
  * NCCL's device API (-DPK_DEVICE_API=1, "device_api": true) is never reused for a problem
- * without it, nor one linked against cuBLAS for a problem without "libraries": ["cublas"]. Only
- * pk_job_create runs: no nvcc, no GPU. */
+ * without it, nor one linked against cuBLAS for a problem without "libraries": ["cublas"] (or
+ * cuFFT without ["cufft"]). Only pk_job_create runs: no nvcc, no GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,6 +62,31 @@ static void key_covers_device_api_and_libraries(void **state) {
     pk_problem_free(p);
 }
 
+/* "libraries": ["cufft"] (pkb/72's FFT convolution) links -lcufft: a key of its own, and the
+ * flags keep the order of the flags without it (device API, cuBLAS, then cuFFT), so the keys of
+ * problems without cuFFT do not change. */
+static void key_covers_cufft(void **state) {
+    (void)state;
+    pk_problem *p = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_problem_load_dir(PK_TEST_PROBLEMS "/pkb/72_hyena_forward_cp", "pkb",
+                                         "72_hyena_forward_cp", NULL, &p, &err),
+                     PK_OK);
+    assert_int_equal(p->link_cufft, 1);
+    assert_int_equal(p->link_cublas, 0);
+    char fft[65], plain[65], both[65];
+    key_of(p, fft);
+    p->link_cufft = 0;
+    key_of(p, plain);
+    p->link_cufft = 1;
+    p->link_cublas = 1;
+    key_of(p, both);
+    assert_string_not_equal(fft, plain);
+    assert_string_not_equal(fft, both);
+    assert_string_not_equal(plain, both);
+    pk_problem_free(p);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(root, sizeof root, "/tmp/pk-test-compile-key-XXXXXX");
@@ -78,6 +103,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(key_covers_device_api_and_libraries),
+        cmocka_unit_test(key_covers_cufft),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

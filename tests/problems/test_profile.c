@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* The profile stage's pure parts (pk_profile.h): the overlap of communication with computation
  * on hand-made timelines, the parsers of ncu's CSV log and of the tracing library's files (hand
  * written fixtures in fixtures/profile/, in the profilers' formats), the budget, the metric
@@ -9,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -369,6 +373,15 @@ static void test_bound_from_metrics(void **state) {
     d.kernels[0].tensor_pct = 10;
     d.kernels[0].sm_pct = 12;
     assert_string_equal(pk_profile_summarize(&d).bound, "latency");
+    /* Only DRAM read (SM, tensor and FMA pipes unmeasured): not latency, unknown, and the text
+     * says which were not measured instead of printing -1%. */
+    d.kernels[0].dram_pct = 12;
+    d.kernels[0].sm_pct = d.kernels[0].tensor_pct = d.kernels[0].fma_pct = -1;
+    assert_string_equal(pk_profile_summarize(&d).bound, "unknown");
+    t = pk_profile_feedback_text(&d, 1400);
+    assert_non_null(strstr(t, "bound: unknown (DRAM 12% of peak, SM not measured"));
+    assert_null(strstr(t, "-1%"));
+    free(t);
     pk_profile_data_free(&d);
 }
 
@@ -426,6 +439,99 @@ static void test_json_round_trip_and_svg(void **state) {
     assert_int_equal(pk_profile_data_from_json("[1]", &back, &err), PK_ERR_INVALID);
 }
 
+/* ncu's real raw page from an H200 (pkb/13's cuBLAS GEMM, full level, 2026-11-29): 303 columns,
+ * ~170 of them device attributes before the metrics. A 256-column cap once cut every sm__
+ * column off ("SM -1%"). A row wider than the parser's cap is an error, never a silent cut. */
+static void test_ncu_h200_wide_csv(void **state) {
+    (void)state;
+    char *text = slurp("ncu_h200_gemm_full.csv");
+    pk_profile_data d;
+    memset(&d, 0, sizeof d);
+    d.level = PK_PROFILE_FULL;
+    pk_error err;
+    assert_int_equal(pk_profile_ncu_csv_parse(text, &d, &err), PK_OK);
+    free(text);
+    assert_int_equal(d.n_kernels, 1);
+    const pk_prof_kernel *k = &d.kernels[0];
+    assert_string_equal(k->name, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT");
+    assert_float_equal(k->duration_ns, 29408, 0.5);
+    assert_float_equal(k->dram_pct, 11.33, 1e-9);
+    assert_float_equal(k->sm_pct, 62.57, 1e-9);
+    assert_float_equal(k->tensor_pct, 70.36, 1e-9);
+    assert_float_equal(k->fma_pct, 0.19, 1e-9);
+    assert_float_equal(k->occupancy_pct, 14.66, 1e-9);
+    assert_true(k->n_stalls > 0);
+    assert_string_equal(k->stall[0], "long_scoreboard");
+    assert_string_equal(pk_profile_summarize(&d).bound, "compute");
+    pk_profile_data_free(&d);
+
+    size_t cols = 5000, cap = cols * 4 + 64;
+    char *wide = malloc(cap);
+    assert_non_null(wide);
+    size_t n = (size_t)snprintf(wide, cap, "\"ID\"");
+    for (size_t i = 1; i < cols; i++)
+        n += (size_t)snprintf(wide + n, cap - n, ",\"c\"");
+    snprintf(wide + n, cap - n, "\n");
+    memset(&d, 0, sizeof d);
+    assert_int_equal(pk_profile_ncu_csv_parse(wide, &d, &err), PK_ERR_INVALID);
+    assert_non_null(strstr(err.message, "more than"));
+    pk_profile_data_free(&d);
+    free(wide);
+}
+
+/* The profile stage binds Nsight Compute's directory into the sandbox: found beside the
+ * toolkit (through the bin/ncu wrapper, even through a symlinked toolkit root), under the
+ * /opt root, or as the frontend's own directory; each real path once; nothing for no ncu. */
+static void touch_exec(const char *path) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("#!/bin/sh\n", f);
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+}
+
+static void test_ncu_dirs(void **state) {
+    (void)state;
+    char root[] = "/tmp/pk-ncu-dirs-XXXXXX", p[PATH_MAX], real[PATH_MAX], want[2][PATH_MAX];
+    assert_non_null(mkdtemp(root));
+    const char *dirs[] = {"cuda-13.0",      "cuda-13.0/bin", "cuda-13.0/nsight-compute-2025.3.1",
+                          "cuda-13.0/nvvm", "opt",           "opt/nsight-compute-2024.1"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(p, sizeof p, "%s/%s", root, dirs[i]);
+        assert_int_equal(mkdir(p, 0755), 0);
+    }
+    snprintf(p, sizeof p, "%s/cuda", root);
+    assert_int_equal(symlink("cuda-13.0", p), 0);
+    snprintf(p, sizeof p, "%s/cuda-13.0/bin/ncu", root);
+    touch_exec(p);
+    snprintf(p, sizeof p, "%s/cuda-13.0/nsight-compute-2025.3.1/ncu", root);
+    touch_exec(p);
+    assert_non_null(realpath(root, real));
+    snprintf(want[0], PATH_MAX, "%.3000s/cuda-13.0/nsight-compute-2025.3.1", real);
+    snprintf(want[1], PATH_MAX, "%.3000s/opt/nsight-compute-2024.1", real);
+    char out[4][PATH_MAX], opt[PATH_MAX];
+    snprintf(opt, sizeof opt, "%s/opt", root);
+
+    snprintf(p, sizeof p, "%s/cuda/bin/ncu", root);
+    assert_int_equal(pk_profile_ncu_dirs(p, opt, out, 4), 2);
+    assert_string_equal(out[0], want[0]);
+    assert_string_equal(out[1], want[1]);
+    assert_int_equal(pk_profile_ncu_dirs(p, opt, out, 1), 1); /* the cap holds */
+    assert_string_equal(out[0], want[0]);
+
+    snprintf(p, sizeof p, "%s/cuda-13.0/nsight-compute-2025.3.1/ncu", root);
+    assert_int_equal(pk_profile_ncu_dirs(p, opt, out, 4), 2); /* its own dir, once */
+    assert_string_equal(out[0], want[0]);
+
+    snprintf(p, sizeof p, "%s/cuda/bin/no-such-ncu", root);
+    assert_int_equal(pk_profile_ncu_dirs(p, opt, out, 4), 0);
+    assert_int_equal(pk_profile_ncu_dirs(NULL, opt, out, 4), 0);
+
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_serialised),
@@ -443,6 +549,8 @@ int main(void) {
         cmocka_unit_test(test_summary_and_text),
         cmocka_unit_test(test_bound_from_metrics),
         cmocka_unit_test(test_json_round_trip_and_svg),
+        cmocka_unit_test(test_ncu_h200_wide_csv),
+        cmocka_unit_test(test_ncu_dirs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
