@@ -12,7 +12,11 @@
 //     epilogue either stores the block's partial result (fp32 out, lse), merges it into a
 //     running one (ring steps), or writes the final bf16 output;
 //   - under nvcc, PKB's ring (pk_attn_ring_forward): the tile per step and host-driven NCCL
-//     send/recv of k, v on a given communicator (the context-parallel group of 54-56).
+//     send/recv of k, v on a given communicator (the context-parallel group of 54-56);
+//   - the backward (pkb/57): two flash-style tiles (pk_attn_bwd_dq_tile, a CTA per 64 queries;
+//     pk_attn_bwd_dkdv_tile, a CTA per 64 keys) that recompute the scores from the forward's
+//     logsumexp, and PKB's ring backward (pk_attn_ring_backward: k, v and the running dK, dV
+//     passed to rank r + 1 each step). Both tiles also run under the host warp emulation.
 // Layout: q, k, v and the output are (B, S, H, D) row-major, as PKB's (batch, seq, heads,
 // head_dim); the row of (b, s, h) starts at ((b * S + s) * H + h) * D; D is 64.
 #ifndef PK_ATTENTION_CUH
@@ -275,6 +279,250 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
         a.lse_out[rid] = lse;
 }
 
+// ---- The backward tile (pkb/57): flash-style, the score matrix never in memory ----
+// For one block of keys, given the forward's logsumexp lse and D = rowsum(dO * O) per query row:
+//   P = exp(scale q k^T - lse), dP = dO v^T, dS = P (dP - D),
+//   dQ = scale dS k, dK = scale dS^T q, dV = P^T dO
+// (FlashAttention-2's backward; PKB's _local_attn_backward). Two tiles, no atomics: the query
+// tile (pk_attn_bwd_dq_tile: a CTA per 64 queries, over every key tile) and the key tile
+// (pk_attn_bwd_dkdv_tile: a CTA per 64 keys, over every query tile); each recomputes S and P.
+// Products on the bf16 tensor cores (WMMA), P and dS rounded to bf16 as their operands,
+// fp32 scores, exponentials and accumulation. lse and D are (B, H, Sq) (PKB's softmax_lse).
+struct PkAttnBwdBlock {
+    const __nv_bfloat16 *q, *dout; // (B, Sq, H, D), contiguous
+    const __nv_bfloat16 *k, *v;    // (B, Sk, H, D), contiguous
+    const float *lse, *dd;         // (B, H, Sq): the forward's logsumexp; rowsum(dO * O)
+    int B, Sq, Sk, H;
+    long long q_pos0, k_pos0; // global positions of query 0 and key 0 (the causal mask)
+    int causal;
+    float scale;
+    // Epilogues, as the forward's: X_out = (X_in ? X_in : 0) + this block's gradient, fp32, or
+    // its bf16 rounding into X_bf16 when that is set (X_out may equal X_in). dq: (B, Sq, H, D);
+    // dk, dv: (B, Sk, H, D).
+    const float *dq_in;
+    float *dq_out;
+    __nv_bfloat16 *dq_bf16;
+    const float *dk_in, *dv_in;
+    float *dk_out, *dv_out;
+    __nv_bfloat16 *dk_bf16, *dv_bf16;
+};
+
+// Shared memory of one backward CTA (80.5 KiB, dynamic).
+struct PkAttnBwdSmem {
+    __nv_bfloat16 a[PK_ATTN_BN * PK_ATTN_D]; // dq tile: k; dkdv tile: q
+    __nv_bfloat16 b[PK_ATTN_BN * PK_ATTN_D]; // dq tile: v; dkdv tile: dout
+    float lse[PK_ATTN_BN], dd[PK_ATTN_BN];   // dkdv tile: the query tile's lse and D
+    float s[PK_ATTN_WARPS][16 * PK_ATTN_BN]; // scores; the bf16 operands P, dS alias it
+    float dp[PK_ATTN_WARPS][16 * PK_ATTN_BN];
+    float acc0[PK_ATTN_WARPS][16 * PK_ATTN_D]; // dq; or dk
+    float acc1[PK_ATTN_WARPS][16 * PK_ATTN_D]; // dv
+};
+
+static inline size_t pk_attn_bwd_smem_bytes(void) {
+    return sizeof(PkAttnBwdSmem);
+}
+
+// 16 rows of 64 bf16 from global (row stride ld, n_valid rows, zeros beyond) into 4 A fragments,
+// staged through `stage` (16 x 64 bf16) by the warp.
+static __device__ __forceinline__ void
+pk_attn_load_afrag(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                                          nvcuda::wmma::row_major> (&f)[4],
+                   __nv_bfloat16 *stage, const __nv_bfloat16 *src, long long ld, int n_valid,
+                   int lane) {
+    pk_attn_load_rows(stage, src, ld, 16, n_valid, lane, 32);
+    __syncwarp();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        nvcuda::wmma::load_matrix_sync(f[kk], stage + kk * 16, PK_ATTN_D);
+    __syncwarp();
+}
+
+// C (16 x 64, fp32, row stride 64) = A (4 fragments: 16 x 64) B^T, B (64 x 64 bf16 in shared
+// memory, row r of B^T's source = column r of the product): scores-like products q k^T.
+static __device__ __forceinline__ void
+pk_attn_mm_abt(float *c,
+               const nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16,
+                                            nvcuda::wmma::row_major> (&a)[4],
+               const __nv_bfloat16 *bsrc) {
+    namespace wmma = nvcuda::wmma;
+#pragma unroll
+    for (int n = 0; n < PK_ATTN_BN / 16; n++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> cf;
+        wmma::fill_fragment(cf, 0.f);
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> bf;
+            wmma::load_matrix_sync(bf, bsrc + n * 16 * PK_ATTN_D + kk * 16, PK_ATTN_D);
+            wmma::mma_sync(cf, a[kk], bf, cf);
+        }
+        wmma::store_matrix_sync(c + n * 16, cf, PK_ATTN_BN, wmma::mem_row_major);
+    }
+}
+
+// acc (16 x 64 fp32, row stride 64) += A (16 x 64 bf16, row stride 64) B (64 x 64 bf16 row-major).
+static __device__ __forceinline__ void pk_attn_mm_acc(float *acc, const __nv_bfloat16 *a,
+                                                      const __nv_bfloat16 *b) {
+    namespace wmma = nvcuda::wmma;
+#pragma unroll
+    for (int n = 0; n < PK_ATTN_D / 16; n++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+        wmma::load_matrix_sync(of, acc + n * 16, PK_ATTN_D, wmma::mem_row_major);
+#pragma unroll
+        for (int kk = 0; kk < PK_ATTN_BN / 16; kk++) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> af;
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> bf;
+            wmma::load_matrix_sync(af, a + kk * 16, PK_ATTN_BN);
+            wmma::load_matrix_sync(bf, b + kk * 16 * PK_ATTN_D + n * 16, PK_ATTN_D);
+            wmma::mma_sync(of, af, bf, of);
+        }
+        wmma::store_matrix_sync(acc + n * 16, of, PK_ATTN_D, wmma::mem_row_major);
+    }
+}
+
+// The epilogue of one gradient row half (32 values of lane `half`): scale * acc (+ in), fp32 or
+// bf16.
+static __device__ __forceinline__ void pk_attn_bwd_store(const float *acc, float scale,
+                                                         const float *in, float *out,
+                                                         __nv_bfloat16 *out_bf16, long long base) {
+#pragma unroll 8
+    for (int c = 0; c < 32; c++) {
+        const float val = acc[c] * scale + (in ? in[base + c] : 0.f);
+        if (out_bf16)
+            out_bf16[base + c] = __float2bfloat16(val);
+        else
+            out[base + c] = val;
+    }
+}
+
+// dQ of query tile qt of head h of batch b against every key of the block (the whole CTA).
+static __device__ void pk_attn_bwd_dq_tile(const PkAttnBwdBlock &a, int b, int h, int qt,
+                                           PkAttnBwdSmem &sm) {
+    namespace wmma = nvcuda::wmma;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long long ld = (long long)a.H * PK_ATTN_D;
+    const int i0 = qt * PK_ATTN_BM + warp * 16, n_q = min(16, max(0, a.Sq - i0));
+    __nv_bfloat16 *stage = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[4], of[4];
+    const long long qoff = ((long long)b * a.Sq + i0) * ld + (long long)h * PK_ATTN_D;
+    pk_attn_load_afrag(qf, stage, a.q + qoff, ld, n_q, lane);
+    pk_attn_load_afrag(of, stage, a.dout + qoff, ld, n_q, lane);
+    for (int i = lane; i < 16 * PK_ATTN_D; i += 32)
+        sm.acc0[warp][i] = 0.f;
+    const int r = lane >> 1, half = lane & 1;
+    const long long qpos = a.q_pos0 + i0 + r;
+    const long long lrow = ((long long)b * a.H + h) * a.Sq + i0 + r; // (b, h, s) of lse, D
+    const float lse = r < n_q ? a.lse[lrow] : INFINITY, dd = r < n_q ? a.dd[lrow] : 0.f;
+    int n_tiles = (a.Sk + PK_ATTN_BN - 1) / PK_ATTN_BN;
+    if (a.causal) {
+        const long long last = a.q_pos0 + min(a.Sq, (qt + 1) * PK_ATTN_BM) - 1 - a.k_pos0;
+        n_tiles = last < 0 ? 0 : min((long long)n_tiles, last / PK_ATTN_BN + 1);
+    }
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int j0 = kt * PK_ATTN_BN, n_k = min(PK_ATTN_BN, a.Sk - j0);
+        __syncthreads();
+        const long long off = ((long long)b * a.Sk + j0) * ld + (long long)h * PK_ATTN_D;
+        pk_attn_load_rows(sm.a, a.k + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        pk_attn_load_rows(sm.b, a.v + off, ld, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        __syncthreads();
+        pk_attn_mm_abt(sm.s[warp], qf, sm.a);  // S = q k^T
+        pk_attn_mm_abt(sm.dp[warp], of, sm.b); // dP = dO v^T
+        __syncwarp();
+        float ds[32];
+#pragma unroll
+        for (int c = 0; c < 32; c++) {
+            const int j = half * 32 + c;
+            const bool masked = j >= n_k || (a.causal && a.k_pos0 + j0 + j > qpos);
+            const float p = masked ? 0.f : expf(sm.s[warp][r * PK_ATTN_BN + j] * a.scale - lse);
+            ds[c] = p * (sm.dp[warp][r * PK_ATTN_BN + j] - dd);
+        }
+        __syncwarp(); // every lane has read its scores before dS overwrites them
+        __nv_bfloat16 *dsb = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
+#pragma unroll
+        for (int c = 0; c < 32; c++)
+            dsb[r * PK_ATTN_BN + half * 32 + c] = __float2bfloat16(ds[c]);
+        __syncwarp();
+        pk_attn_mm_acc(sm.acc0[warp], dsb, sm.a); // dQ += dS k
+        __syncwarp();
+    }
+    if (r >= n_q)
+        return;
+    const long long base =
+        (((long long)b * a.Sq + i0 + r) * a.H + h) * PK_ATTN_D + (long long)half * 32;
+    pk_attn_bwd_store(sm.acc0[warp] + r * PK_ATTN_D + half * 32, a.scale, a.dq_in, a.dq_out,
+                      a.dq_bf16, base);
+}
+
+// dK and dV of key tile kt of head h of batch b from every query of the block (the whole CTA).
+static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int h, int kt,
+                                             PkAttnBwdSmem &sm) {
+    namespace wmma = nvcuda::wmma;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long long ld = (long long)a.H * PK_ATTN_D;
+    const int j0 = kt * PK_ATTN_BN + warp * 16, n_k = min(16, max(0, a.Sk - j0));
+    __nv_bfloat16 *stage = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> kf[4], vf[4];
+    const long long koff = ((long long)b * a.Sk + j0) * ld + (long long)h * PK_ATTN_D;
+    pk_attn_load_afrag(kf, stage, a.k + koff, ld, n_k, lane);
+    pk_attn_load_afrag(vf, stage, a.v + koff, ld, n_k, lane);
+    for (int i = lane; i < 16 * PK_ATTN_D; i += 32)
+        sm.acc0[warp][i] = sm.acc1[warp][i] = 0.f;
+    const int r = lane >> 1, half = lane & 1;
+    const long long kpos = a.k_pos0 + j0 + r;
+    // Query tiles that see any key of this CTA: all, or (causal) those from its first key on.
+    const int n_tiles = (a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM;
+    int t_first = 0;
+    if (a.causal) {
+        const long long first = a.k_pos0 + (long long)kt * PK_ATTN_BN - a.q_pos0;
+        t_first = first <= 0 ? 0 : (int)min((long long)n_tiles, first / PK_ATTN_BM);
+    }
+    for (int qt = t_first; qt < n_tiles; qt++) {
+        const int i0 = qt * PK_ATTN_BM, n_q = min(PK_ATTN_BM, a.Sq - i0);
+        __syncthreads();
+        const long long off = ((long long)b * a.Sq + i0) * ld + (long long)h * PK_ATTN_D;
+        pk_attn_load_rows(sm.a, a.q + off, ld, PK_ATTN_BM, n_q, threadIdx.x, PK_ATTN_THREADS);
+        pk_attn_load_rows(sm.b, a.dout + off, ld, PK_ATTN_BM, n_q, threadIdx.x, PK_ATTN_THREADS);
+        for (int i = threadIdx.x; i < PK_ATTN_BM; i += PK_ATTN_THREADS) {
+            const long long lrow = ((long long)b * a.H + h) * a.Sq + i0 + i;
+            sm.lse[i] = i < n_q ? a.lse[lrow] : INFINITY;
+            sm.dd[i] = i < n_q ? a.dd[lrow] : 0.f;
+        }
+        __syncthreads();
+        pk_attn_mm_abt(sm.s[warp], kf, sm.a);  // S^T = k q^T
+        pk_attn_mm_abt(sm.dp[warp], vf, sm.b); // dP^T = v dO^T
+        __syncwarp();
+        float pv[32], ds[32];
+#pragma unroll
+        for (int c = 0; c < 32; c++) {
+            const int i = half * 32 + c;
+            const bool masked = i >= n_q || (a.causal && kpos > a.q_pos0 + i0 + i);
+            const float p =
+                masked ? 0.f : expf(sm.s[warp][r * PK_ATTN_BN + i] * a.scale - sm.lse[i]);
+            pv[c] = p;
+            ds[c] = p * (sm.dp[warp][r * PK_ATTN_BN + i] - sm.dd[i]);
+        }
+        __syncwarp(); // every lane has read its scores before P and dS overwrite them
+        __nv_bfloat16 *pb = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
+        __nv_bfloat16 *dsb = pb + 16 * PK_ATTN_BN;
+#pragma unroll
+        for (int c = 0; c < 32; c++) {
+            pb[r * PK_ATTN_BN + half * 32 + c] = __float2bfloat16(pv[c]);
+            dsb[r * PK_ATTN_BN + half * 32 + c] = __float2bfloat16(ds[c]);
+        }
+        __syncwarp();
+        pk_attn_mm_acc(sm.acc1[warp], pb, sm.b);  // dV += P^T dO
+        pk_attn_mm_acc(sm.acc0[warp], dsb, sm.a); // dK += dS^T q
+        __syncwarp();
+    }
+    if (r >= n_k)
+        return;
+    const long long base =
+        (((long long)b * a.Sk + j0 + r) * a.H + h) * PK_ATTN_D + (long long)half * 32;
+    pk_attn_bwd_store(sm.acc0[warp] + r * PK_ATTN_D + half * 32, a.scale, a.dk_in, a.dk_out,
+                      a.dk_bf16, base);
+    pk_attn_bwd_store(sm.acc1[warp] + r * PK_ATTN_D + half * 32, 1.f, a.dv_in, a.dv_out, a.dv_bf16,
+                      base);
+}
+
 #ifdef __CUDACC__
 // One block: grid (ceil(Sq / 64), B * H), PK_ATTN_THREADS threads, pk_attn_fwd_smem_bytes() of
 // dynamic shared memory (above the 48 KiB default: cudaFuncSetAttribute once per process).
@@ -367,6 +615,182 @@ static inline int pk_attn_ring_forward(const PkAttnRing &r, cudaStream_t stream)
         v = next + n;
     }
     return 0;
+}
+
+// dk (n fp32) then dv (n fp32) rounded to bf16.
+static __global__ void pk_attn_bwd_round_kernel(const float *src, __nv_bfloat16 *dk,
+                                                __nv_bfloat16 *dv, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < 2 * n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        const __nv_bfloat16 x = __float2bfloat16(src[i]);
+        if (i < n)
+            dk[i] = x;
+        else
+            dv[i - n] = x;
+    }
+}
+
+// The backward's kernels. D = rowsum(dO * O): a warp per (b, s, h) row, into (B, H, S).
+static __global__ void pk_attn_bwd_rowdot_kernel(const __nv_bfloat16 *dout,
+                                                 const __nv_bfloat16 *out, float *dd, int B, int S,
+                                                 int H) {
+    const long long rows = (long long)B * S * H;
+    const int lane = threadIdx.x % 32;
+    for (long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32; w < rows;
+         w += (long long)gridDim.x * blockDim.x / 32) {
+        const __nv_bfloat162 x =
+            reinterpret_cast<const __nv_bfloat162 *>(dout + w * PK_ATTN_D)[lane];
+        const __nv_bfloat162 y =
+            reinterpret_cast<const __nv_bfloat162 *>(out + w * PK_ATTN_D)[lane];
+        float sum = __low2float(x) * __low2float(y) + __high2float(x) * __high2float(y);
+#pragma unroll
+        for (int off = 16; off; off >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        if (lane == 0) {
+            const long long h = w % H, s = w / H % S, b = w / H / S;
+            dd[(b * H + h) * S + s] = sum;
+        }
+    }
+}
+
+static __global__ void __launch_bounds__(PK_ATTN_THREADS) pk_attn_bwd_dq_kernel(PkAttnBwdBlock a) {
+    extern __shared__ __align__(128) unsigned char pk_attn_bwd_smem_raw[];
+    PkAttnBwdSmem &sm = *reinterpret_cast<PkAttnBwdSmem *>(pk_attn_bwd_smem_raw);
+    pk_attn_bwd_dq_tile(a, blockIdx.y / a.H, blockIdx.y % a.H, blockIdx.x, sm);
+}
+
+static __global__ void __launch_bounds__(PK_ATTN_THREADS)
+    pk_attn_bwd_dkdv_kernel(PkAttnBwdBlock a) {
+    extern __shared__ __align__(128) unsigned char pk_attn_bwd_smem_raw[];
+    PkAttnBwdSmem &sm = *reinterpret_cast<PkAttnBwdSmem *>(pk_attn_bwd_smem_raw);
+    pk_attn_bwd_dkdv_tile(a, blockIdx.y / a.H, blockIdx.y % a.H, blockIdx.x, sm);
+}
+
+static inline cudaError_t pk_attn_bwd_rowdot(const __nv_bfloat16 *dout, const __nv_bfloat16 *out,
+                                             float *dd, int B, int S, int H, cudaStream_t stream) {
+    pk_attn_bwd_rowdot_kernel<<<4 * 132, 256, 0, stream>>>(dout, out, dd, B, S, H);
+    return cudaGetLastError();
+}
+
+// Both tiles of one block: dQ (if dq_out or dq_bf16) and dK, dV (if dk_out or dk_bf16).
+static inline cudaError_t pk_attn_bwd_launch(const PkAttnBwdBlock &a, cudaStream_t stream) {
+    static bool attr_set = false;
+    const int smem = (int)pk_attn_bwd_smem_bytes();
+    if (!attr_set) {
+        cudaError_t e = cudaFuncSetAttribute(pk_attn_bwd_dq_kernel,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(pk_attn_bwd_dkdv_kernel,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess)
+            return e;
+        attr_set = true;
+    }
+    if (a.dq_out || a.dq_bf16) {
+        const dim3 grid((unsigned)((a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM), (unsigned)(a.B * a.H));
+        pk_attn_bwd_dq_kernel<<<grid, PK_ATTN_THREADS, smem, stream>>>(a);
+    }
+    if (a.dk_out || a.dk_bf16) {
+        const dim3 grid((unsigned)((a.Sk + PK_ATTN_BN - 1) / PK_ATTN_BN), (unsigned)(a.B * a.H));
+        pk_attn_bwd_dkdv_kernel<<<grid, PK_ATTN_THREADS, smem, stream>>>(a);
+    }
+    return cudaGetLastError();
+}
+
+// PKB's _ring_attn_backward (pkb/57) on one communicator, steps one after another: at step s,
+// rank r holds the k, v of rank r - s and the running dK, dV of that block (the partial sums of
+// ranks r - s .. r - 1, received); it adds its own queries' share (non-causal, or causal with
+// s <= r as PKB: later blocks pass through), accumulates dQ in fp32, then host-driven NCCL
+// passes k, v (bf16) and the running dK, dV (fp32, as PKB's) to rank r + 1 and receives rank
+// r - 1's. After the last step the received dK, dV are this rank's own keys' gradients. dq, dk,
+// dv are written bf16. world == 1 is the local backward. k and v must not be in NCCL-windowed
+// memory (copy them first: host send/recv between the windowed arena and plain memory hangs in
+// NCCL 2.28.3).
+struct PkAttnRingBwd {
+    const __nv_bfloat16 *q, *k, *v, *dout, *out; // this rank's (B, S, H, D), contiguous
+    const float *lse;                            // (B, H, S)
+    __nv_bfloat16 *dq, *dk, *dv;                 // (B, S, H, D)
+    int B, S, H, causal;
+    float scale;
+    ncclComm_t comm;
+    int rank, world;
+    __nv_bfloat16 *ring; // 4 B S H D elements: two (k, v) receive buffers
+    float *work;         // B S H (5 D + 1) floats: dq, two (dk, dv) pairs, D
+};
+
+// Returns 0, 2000 + a CUDA error or 1000 + an NCCL result.
+static inline int pk_attn_ring_backward(const PkAttnRingBwd &r, cudaStream_t stream) {
+    const size_t n = (size_t)r.B * r.S * r.H * PK_ATTN_D;
+    float *dq = r.work, *dkv[2] = {r.work + n, r.work + 3 * n}, *dd = r.work + 5 * n;
+    cudaError_t e = pk_attn_bwd_rowdot(r.dout, r.out, dd, r.B, r.S, r.H, stream);
+    if (e != cudaSuccess)
+        return 2000 + (int)e;
+    const __nv_bfloat16 *k = r.k, *v = r.v;
+    const int last = r.causal ? r.rank : r.world - 1; // the last block with queries' share
+    for (int step = 0; step < r.world; step++) {
+        // dkv[step % 2]: the partial sums received last step, completed in place; the next
+        // receive goes to the other pair.
+        float *cur = dkv[step % 2], *recv = dkv[(step + 1) % 2];
+        PkAttnBwdBlock a = {};
+        a.q = r.q;
+        a.dout = r.dout;
+        a.k = k;
+        a.v = v;
+        a.lse = r.lse;
+        a.dd = dd;
+        a.B = r.B;
+        a.Sq = a.Sk = r.S;
+        a.H = r.H;
+        a.q_pos0 = (long long)r.rank * r.S;
+        a.k_pos0 = (long long)((r.rank - step + r.world) % r.world) * r.S;
+        a.causal = r.causal && step == 0;
+        a.scale = r.scale;
+        a.dq_in = step == 0 ? NULL : dq;
+        a.dq_out = dq;
+        a.dq_bf16 = step == last ? r.dq : NULL;
+        if (r.world == 1) { // the local backward: straight to bf16
+            a.dk_bf16 = r.dk;
+            a.dv_bf16 = r.dv;
+        } else {
+            a.dk_in = step == 0 ? NULL : cur;
+            a.dv_in = step == 0 ? NULL : cur + n;
+            a.dk_out = cur;
+            a.dv_out = cur + n;
+        }
+        if (step <= last) { // else no queries' share: the received partial sums pass on
+            e = pk_attn_bwd_launch(a, stream);
+            if (e != cudaSuccess)
+                return 2000 + (int)e;
+        }
+        if (r.world == 1)
+            return 0;
+        __nv_bfloat16 *next = r.ring + (size_t)(step % 2) * 2 * n; // never where k, v point
+        const int to = (r.rank + 1) % r.world, from = (r.rank + r.world - 1) % r.world;
+        ncclResult_t rc = ncclGroupStart();
+        if (rc == ncclSuccess && step + 1 < r.world) {
+            rc = ncclSend(k, n, ncclBfloat16, to, r.comm, stream);
+            if (rc == ncclSuccess)
+                rc = ncclSend(v, n, ncclBfloat16, to, r.comm, stream);
+            if (rc == ncclSuccess)
+                rc = ncclRecv(next, n, ncclBfloat16, from, r.comm, stream);
+            if (rc == ncclSuccess)
+                rc = ncclRecv(next + n, n, ncclBfloat16, from, r.comm, stream);
+        }
+        if (rc == ncclSuccess)
+            rc = ncclSend(cur, 2 * n, ncclFloat32, to, r.comm, stream);
+        if (rc == ncclSuccess)
+            rc = ncclRecv(recv, 2 * n, ncclFloat32, from, r.comm, stream);
+        const ncclResult_t end = ncclGroupEnd();
+        if (rc != ncclSuccess || end != ncclSuccess)
+            return 1000 + (int)(rc != ncclSuccess ? rc : end);
+        k = next;
+        v = next + n;
+    }
+    // The last receive: this rank's own keys' dK, dV (in dkv[world % 2]), rounded to bf16.
+    const float *mine = dkv[r.world % 2];
+    pk_attn_bwd_round_kernel<<<4 * 132, 256, 0, stream>>>(mine, r.dk, r.dv, n);
+    e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : 2000 + (int)e;
 }
 #endif // __CUDACC__
 #endif // __CUDACC__ || PK_ATTN_EMULATE

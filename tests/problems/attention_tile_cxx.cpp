@@ -148,3 +148,165 @@ extern "C" double pk_test_attn_tile_ring(int W, int rank, int S, int B, int H, i
     }
     return worst;
 }
+
+// ---- The backward tiles (pk_attn_bwd_dq_tile, pk_attn_bwd_dkdv_tile) ----
+
+template <class F> static void run_cta_fn(F f) {
+    std::barrier<> block(PK_ATTN_THREADS);
+    PkEmulCta cta = {};
+    cta.block = &block;
+    for (int w = 0; w < PK_ATTN_WARPS; w++)
+        cta.warp[w] = new std::barrier<>(32);
+    std::vector<std::thread> th;
+    for (int t = 0; t < PK_ATTN_THREADS; t++)
+        th.emplace_back([&, t] {
+            threadIdx.x = (unsigned)t;
+            pk_emul_cta = &cta;
+            f();
+        });
+    for (auto &x : th)
+        x.join();
+    for (int w = 0; w < PK_ATTN_WARPS; w++)
+        delete cta.warp[w];
+}
+
+static void run_bwd(const PkAttnBwdBlock &a) {
+    PkAttnBwdSmem *sm = new PkAttnBwdSmem;
+    for (int b = 0; b < a.B; b++)
+        for (int h = 0; h < a.H; h++) {
+            if (a.dq_out || a.dq_bf16)
+                for (int qt = 0; qt < (a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM; qt++)
+                    run_cta_fn([&] { pk_attn_bwd_dq_tile(a, b, h, qt, *sm); });
+            if (a.dk_out || a.dk_bf16)
+                for (int kt = 0; kt < (a.Sk + PK_ATTN_BN - 1) / PK_ATTN_BN; kt++)
+                    run_cta_fn([&] { pk_attn_bwd_dkdv_tile(a, b, h, kt, *sm); });
+        }
+    delete sm;
+}
+
+// PKB's ring backward (_ring_attn_backward, non-causal, or causal as PKB: block s <= rank, the
+// own block masked) for rank `rank` of W shards of S positions (B 1, H heads), run with the
+// tiles as pk_attn_ring_backward does it (dQ accumulated through dq_in, each block's dK, dV
+// accumulated through dk_in / dv_in in PKB's order), against the double evaluation of the same
+// formulas: P = exp(scale q k^T - lse), dS = P (dO v^T - D), with lse and D (rowsum(dO * O))
+// the forward's over the rank's own keys (PKB's generator) or over all earlier ones. Returns
+// the largest |got - want| / (rtol |want| + atol_rms rms(want)) over dq, dk, dv (dk, dv: the
+// gradients of every rank's keys from this rank's queries, fp32).
+extern "C" double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causal, double spread,
+                                        double rtol, double atol_rms) {
+    const int D = PK_ATTN_D;
+    const size_t per = (size_t)S * H * D;
+    const double sq = sqrt(spread) / pow(D, 0.25) * 2.8284271247461903;
+    std::vector<std::vector<__nv_bfloat16>> q(W), k(W), v(W);
+    std::vector<__nv_bfloat16> dout(per);
+    for (int j = 0; j < W; j++) {
+        const uint64_t key = pk_splitmix64(0x62776400ULL + (uint64_t)j);
+        for (auto *t : {&q[j], &k[j], &v[j]})
+            t->resize(per);
+        for (size_t i = 0; i < per; i++) {
+            q[j][i] = __float2bfloat16(bf(key, i, sq));
+            k[j][i] = __float2bfloat16(bf(key + 0x1000000, i, sq));
+            v[j][i] = __float2bfloat16(bf(key + 0x2000000, i, 1.0));
+        }
+    }
+    for (size_t i = 0; i < per; i++)
+        dout[i] = __float2bfloat16(bf(0x646f7574ULL, i, 1.0));
+    auto f = [](const __nv_bfloat16 &x) { return (double)pk_emul_bf16_to_float(x); };
+    // lse and O over the keys this rank's queries see (causal: up to its own position).
+    std::vector<float> lse((size_t)H * S), dd((size_t)H * S);
+    const long long n_keys = (long long)W * S;
+    auto qk = [&](int h, int i, long long g) {
+        double x = 0;
+        for (int d = 0; d < D; d++)
+            x += f(q[rank][((size_t)i * H + h) * D + d]) *
+                 f(k[g / S][((size_t)(g % S) * H + h) * D + d]);
+        return 0.125 * x;
+    };
+    auto sees = [&](int i, long long g) { return !causal || g <= (long long)rank * S + i; };
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < S; i++) {
+            double m = -INFINITY, l = 0, o[PK_ATTN_D] = {0};
+            for (long long g = 0; g < n_keys; g++)
+                if (sees(i, g))
+                    m = fmax(m, qk(h, i, g));
+            for (long long g = 0; g < n_keys; g++)
+                if (sees(i, g)) {
+                    const double e = exp(qk(h, i, g) - m);
+                    l += e;
+                    for (int d = 0; d < D; d++)
+                        o[d] += e * f(v[g / S][((size_t)(g % S) * H + h) * D + d]);
+                }
+            lse[(size_t)h * S + i] = (float)(m + log(l));
+            double x = 0;
+            for (int d = 0; d < D; d++) // D from the bf16-rounded output, as the rowdot kernel
+                x += f(dout[((size_t)i * H + h) * D + d]) * f(__float2bfloat16((float)(o[d] / l)));
+            dd[(size_t)h * S + i] = (float)x;
+        }
+    // The tiles in PKB's ring order: step s attends to rank (rank - s)'s block.
+    std::vector<float> dq(per), dk((size_t)W * per), dv((size_t)W * per);
+    for (int step = 0; step < W; step++) {
+        const int j = (rank - step + W) % W;
+        if (causal && step > rank)
+            continue;
+        PkAttnBwdBlock a = {};
+        a.q = q[rank].data();
+        a.dout = dout.data();
+        a.k = k[j].data();
+        a.v = v[j].data();
+        a.lse = lse.data();
+        a.dd = dd.data();
+        a.B = 1;
+        a.Sq = a.Sk = S;
+        a.H = H;
+        a.q_pos0 = (long long)rank * S;
+        a.k_pos0 = (long long)j * S;
+        a.causal = causal && step == 0;
+        a.scale = 0.125f;
+        a.dq_in = step == 0 ? nullptr : dq.data();
+        a.dq_out = dq.data();
+        a.dk_in = dk.data() + (size_t)j * per; // zeros: exercises the accumulate path
+        a.dv_in = dv.data() + (size_t)j * per;
+        a.dk_out = dk.data() + (size_t)j * per;
+        a.dv_out = dv.data() + (size_t)j * per;
+        run_bwd(a);
+    }
+    // The double evaluation.
+    std::vector<double> wq(per, 0.0), wk((size_t)W * per, 0.0), wv((size_t)W * per, 0.0);
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < S; i++)
+            for (long long g = 0; g < n_keys; g++) {
+                if (!sees(i, g))
+                    continue;
+                const double p = exp(qk(h, i, g) - lse[(size_t)h * S + i]);
+                double dp = 0;
+                for (int d = 0; d < D; d++)
+                    dp += f(dout[((size_t)i * H + h) * D + d]) *
+                          f(v[g / S][((size_t)(g % S) * H + h) * D + d]);
+                const double ds = p * (dp - dd[(size_t)h * S + i]);
+                for (int d = 0; d < D; d++) {
+                    const size_t qi = ((size_t)i * H + h) * D + d;
+                    const size_t ki = (size_t)(g / S) * per + ((size_t)(g % S) * H + h) * D + d;
+                    wq[qi] += 0.125 * ds * f(k[g / S][((size_t)(g % S) * H + h) * D + d]);
+                    wk[ki] += 0.125 * ds * f(q[rank][qi]);
+                    wv[ki] += p * f(dout[qi]);
+                }
+            }
+    double worst = 0;
+    auto cmp = [&](const std::vector<float> &got, const std::vector<double> &want) {
+        double ss = 0;
+        for (double x : want)
+            ss += x * x;
+        const double rms = sqrt(ss / (double)want.size());
+        for (size_t x = 0; x < want.size(); x++) {
+            if (!std::isfinite(got[x]))
+                worst = INFINITY;
+            else
+                worst =
+                    fmax(worst, fabs(got[x] - want[x]) / (rtol * fabs(want[x]) + atol_rms * rms));
+        }
+    };
+    cmp(dq, wq);
+    cmp(dk, wk);
+    cmp(dv, wv);
+    return worst;
+}

@@ -23,6 +23,8 @@ void pk_test_attn_ring(const float *s, const float *v, const int *bounds, int W,
 void pk_test_attn_merge(float out_a, float lse_a, float out_b, float lse_b, float *out, float *lse);
 double pk_test_attn_tile_ring(int W, int rank, int S, int B, int H, int fused, double spread,
                               double rtol, double atol_rms); /* attention_tile_cxx.cpp */
+double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causal, double spread, double rtol,
+                             double atol_rms); /* attention_tile_cxx.cpp */
 
 #define NMAX 4096
 
@@ -182,6 +184,23 @@ static void tile_in_the_ring(void **state) {
     assert_true(pk_test_attn_tile_ring(2, 1, 130, 1, 1, 0, 30.0, 0.05, 0.05) <= 0.5);
 }
 
+/* The backward tiles (pk_attn_bwd_dq_tile, pk_attn_bwd_dkdv_tile) in PKB's ring backward
+ * (pkb/57: dQ accumulated over the blocks, each block's dK, dV through the accumulate path), on
+ * every rank of W = 1..3, non-causal and causal (PKB's: blocks s <= rank, the own one masked):
+ * dq, dk and dv within half of rtol 0.05, atol_rms 0.05 of the double evaluation of P = exp(scale
+ * q k^T - lse), dS = P (dO v^T - D). Shards of 64 and 70 (partial tiles, both in queries and
+ * keys), 2 heads, and scores of spread 30. */
+static void backward_tiles_in_the_ring(void **state) {
+    (void)state;
+    for (int W = 1; W <= 3; W++)
+        for (int rank = 0; rank < W; rank++)
+            for (int causal = 0; causal <= 1; causal++) {
+                assert_true(pk_test_attn_bwd_ring(W, rank, 64, 1, causal, 1.0, 0.05, 0.05) <= 0.5);
+                assert_true(pk_test_attn_bwd_ring(W, rank, 70, 2, causal, 1.0, 0.05, 0.05) <= 0.5);
+            }
+    assert_true(pk_test_attn_bwd_ring(2, 1, 70, 1, 0, 30.0, 0.05, 0.05) <= 0.5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(online_matches_the_definition),
@@ -190,6 +209,7 @@ int main(void) {
         cmocka_unit_test(merge_edge_cases),
         cmocka_unit_test(a_wrong_merge_is_caught),
         cmocka_unit_test(tile_in_the_ring),
+        cmocka_unit_test(backward_tiles_in_the_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,9 @@
 #include "pk_harness.h"
 #include "pk_problem_spec.h"
 
+/* The flags as one string (problems/src/pk_job.h, the harness's internal header). */
+void pk_job_compile_flags(const pk_job *job, char *out, size_t cap);
+
 #define SOURCE "extern \"C\" int solution(const pk_ctx *ctx) { return 0; }\n"
 
 static char root[64];
@@ -87,6 +90,50 @@ static void key_covers_cufft(void **state) {
     pk_problem_free(p);
 }
 
+static void flags_of(const pk_problem *p, char *out, size_t cap) {
+    pk_eval_opts o;
+    memset(&o, 0, sizeof o);
+    o.work_root = root;
+    o.seed = 1;
+    pk_eval_result res;
+    pk_eval_result_init(&res);
+    pk_error err = {0};
+    pk_job *job = NULL;
+    assert_int_equal(pk_job_create(p, SOURCE, &o, &job, &res, &err), PK_OK);
+    pk_job_compile_flags(job, out, cap);
+    pk_job_free(job);
+    pk_eval_result_free(&res);
+}
+
+/* Every combination of the device API, cuBLAS and cuFFT has its own key, and the flags hold
+ * -lcufft exactly when linked, after cuBLAS's (one fixed order, pkb/59-60 and 72 alike). */
+static void key_covers_every_library_combination(void **state) {
+    (void)state;
+    pk_problem *p = NULL;
+    pk_error err = {0};
+    assert_int_equal(pk_problem_load_dir(PK_TEST_PROBLEMS "/pkb/13_gemm_allreduce", "pkb",
+                                         "13_gemm_allreduce", NULL, &p, &err),
+                     PK_OK);
+    assert_int_equal(p->link_cufft, 0);
+    char keys[8][65], flags[512];
+    for (int bits = 0; bits < 8; bits++) {
+        p->device_api = bits & 1;
+        p->link_cublas = (bits >> 1) & 1;
+        p->link_cufft = (bits >> 2) & 1;
+        key_of(p, keys[bits]);
+        flags_of(p, flags, sizeof flags);
+        assert_int_equal(strstr(flags, "-lcufft") != NULL, (bits >> 2) & 1);
+        assert_int_equal(strstr(flags, "-lcublas ") != NULL, (bits >> 1) & 1);
+        assert_int_equal(strstr(flags, "-DPK_DEVICE_API=1") != NULL, bits & 1);
+        if (bits == 7) /* one order: cuBLAS before cuFFT */
+            assert_true(strstr(flags, "-lcublasLt -lcufft") != NULL);
+    }
+    for (int i = 0; i < 8; i++)
+        for (int j = i + 1; j < 8; j++)
+            assert_string_not_equal(keys[i], keys[j]);
+    pk_problem_free(p);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(root, sizeof root, "/tmp/pk-test-compile-key-XXXXXX");
@@ -104,6 +151,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(key_covers_device_api_and_libraries),
         cmocka_unit_test(key_covers_cufft),
+        cmocka_unit_test(key_covers_every_library_combination),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -186,6 +186,23 @@ static void elf_rejects_unlisted_symbols(void **state) {
     assert_non_null(strstr(r.reason, "fopen"));
 }
 
+/* cuFFT's symbols are allowed only where the problem links it ("libraries": ["cufft"]). */
+static void elf_allows_cufft_only_where_linked(void **state) {
+    (void)state;
+    pk_eval_result r = check("fx_cufft");
+    assert_int_equal(r.status, PK_STATUS_REJECTED);
+    assert_string_equal(r.rule, "symbol_allowlist");
+    assert_non_null(strstr(r.reason, "cufftExecC2C"));
+    problem.link_cublas = 1; /* cuBLAS is not cuFFT */
+    r = check("fx_cufft");
+    assert_int_equal(r.status, PK_STATUS_REJECTED);
+    problem.link_cufft = 1;
+    r = check("fx_cufft");
+    problem.link_cufft = 0;
+    problem.link_cublas = 0;
+    assert_int_equal(r.status, PK_STATUS_CORRECT);
+}
+
 static void elf_requires_the_entry_point(void **state) {
     (void)state;
     pk_eval_result r = check("fx_noentry");
@@ -261,6 +278,7 @@ int main(void) {
         cmocka_unit_test_setup(elf_rejects_interposition, elf_setup),
         cmocka_unit_test_setup(elf_rejects_forbidden_call, elf_setup),
         cmocka_unit_test_setup(elf_rejects_unlisted_symbols, elf_setup),
+        cmocka_unit_test_setup(elf_allows_cufft_only_where_linked, elf_setup),
         cmocka_unit_test_setup(elf_requires_the_entry_point, elf_setup),
         cmocka_unit_test_setup(elf_reports_non_elf_files, elf_setup),
         cmocka_unit_test_setup(elf_rejects_raw_syscalls, elf_setup),
