@@ -32,3 +32,24 @@ extern "C" long pk_test_moe_counts(uint64_t seed, int key, int world, int E, int
 extern "C" int pk_test_moe_mode(int key) {
     return pk_moe_mode(key);
 }
+
+// pk_splits.cuh (the split matrices and skewed degrees of pkb/66 and later ports), for the host.
+#include "pk_splits.cuh"
+
+// S row-major into out[W * W].
+extern "C" void pk_test_splits(uint64_t seed, uint64_t salt, int key, int world, long long M,
+                               long long C, long long *out) {
+    PkSplits S;
+    pk_splits_make(seed, salt, key, world, M, C, &S);
+    for (int i = 0; i < world; i++)
+        for (int j = 0; j < world; j++)
+            out[i * world + j] = S.s[i][j];
+}
+
+extern "C" long long pk_test_skewed_id(uint64_t h, int mode, long long n) {
+    return pk_skewed_id(h, mode, n);
+}
+
+extern "C" uint64_t pk_test_hash(uint64_t x) {
+    return pk_splitmix64(x);
+}
