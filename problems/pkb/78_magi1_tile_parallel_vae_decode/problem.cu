@@ -199,13 +199,17 @@ static unsigned grid_for(long long n) {
     return (unsigned)(b < 8192 ? b : 8192);
 }
 
-// The reference's buffers (plain memory on every rank): every tile's decoded and blended values
-// at fixed offsets by tile index, and the blended offsets on the device. Made in the first
-// reference call, a correctness trial.
+// The reference's buffers: every tile's decoded and blended values at fixed offsets by tile
+// index (one ncclMemAlloc'ed buffer registered as an NCCL window, as pkb/87's halo buffers: NCCL
+// 2.28 can hang between registered and plain memory, docs/problems.md, known issues), and the
+// blended offsets on the device. Made in the first reference call, a correctness trial that
+// every rank makes (the registration is collective).
 static struct {
     int key[5];
     tiling_t *tiling;
     bf16 *dec, *blend;
+    void *work;
+    ncclWindow_t win;
     long long *blend_off;
 } g_ref;
 
@@ -214,18 +218,22 @@ static int init(const pk_ctx *ctx) {
 }
 
 static void fini(const pk_ctx *ctx) {
-    cudaFree(g_ref.dec);
-    cudaFree(g_ref.blend);
+    if (g_ref.work) {
+        ncclCommWindowDeregister(ctx->comm, g_ref.win);
+        ncclMemFree(g_ref.work);
+    }
     cudaFree(g_ref.blend_off);
     free(g_ref.tiling);
     memset(&g_ref, 0, sizeof g_ref);
 }
 
-static int ref_setup(int C, int T, int Hh, int Wd, int W) {
+static int ref_setup(const pk_ctx *ctx, int C, int T, int Hh, int Wd, int W) {
     const int key[5] = {C, T, Hh, Wd, W};
     if (g_ref.tiling && memcmp(key, g_ref.key, sizeof key) == 0)
         return 0;
-    fini(NULL);
+    if (cudaStreamSynchronize(ctx->stream) != cudaSuccess)
+        return 2001;
+    fini(ctx);
     g_ref.tiling = static_cast<tiling_t *>(malloc(sizeof(tiling_t)));
     if (!g_ref.tiling || make_tiling(g_ref.tiling, C, T, Hh, Wd, W))
         return -2;
@@ -233,9 +241,18 @@ static int ref_setup(int C, int T, int Hh, int Wd, int W) {
     long long off[MAX_TILES];
     for (int i = 0; i < g->n; i++)
         off[i] = g->tile[i].blend_off;
-    int rc = cuda_code(cudaMalloc(&g_ref.dec, (size_t)g->dec_total * sizeof(bf16)));
-    if (!rc)
-        rc = cuda_code(cudaMalloc(&g_ref.blend, (size_t)g->blend_total * sizeof(bf16)));
+    const size_t bytes = (size_t)(g->dec_total + g->blend_total) * sizeof(bf16);
+    int rc = ncclMemAlloc(&g_ref.work, bytes) == ncclSuccess ? 0 : 1001;
+    if (!rc && ncclCommWindowRegister(ctx->comm, g_ref.work, bytes, &g_ref.win,
+                                      NCCL_WIN_COLL_SYMMETRIC) != ncclSuccess) {
+        ncclMemFree(g_ref.work);
+        g_ref.work = NULL;
+        rc = 1002;
+    }
+    if (!rc) {
+        g_ref.dec = static_cast<bf16 *>(g_ref.work);
+        g_ref.blend = g_ref.dec + g->dec_total;
+    }
     if (!rc)
         rc = cuda_code(cudaMalloc(&g_ref.blend_off, (size_t)g->n * sizeof(long long)));
     if (!rc)
@@ -279,7 +296,7 @@ static int reference(const pk_problem_call *call) {
     const bf16 *z = static_cast<const bf16 *>(call->args[0]);
     bf16 *y = static_cast<bf16 *>(call->args[1]);
     cudaStream_t s = ctx->stream;
-    int rc = ref_setup(C, T, Hh, Wd, ctx->world_size);
+    int rc = ref_setup(ctx, C, T, Hh, Wd, ctx->world_size);
     if (rc)
         return rc;
     const tiling_t *g = g_ref.tiling;
