@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(GROUPS *COLS)
     const float scale = 1.f / sqrtf((float)Dk);
     const float a = expf(__bfloat162float(a_log[hl])), dtb = __bfloat162float(dt_bias[hl]);
     float st[MAX_ROWS];
+#pragma unroll
     for (int r = 0; r < MAX_ROWS; r++)
         st[r] = 0.f;
     for (int s = 0; s < S; s++) {
@@ -68,7 +69,10 @@ __global__ void __launch_bounds__(GROUPS *COLS)
         const float decay = expf(-a * sp), b = __bfloat162float(beta[tok]);
         __syncthreads();
         float p = 0;
-        for (int r = 0; r < R; r++) {
+#pragma unroll
+        for (int r = 0; r < MAX_ROWS; r++) { // unrolled: the state stays in registers
+            if (r >= R)
+                break;
             st[r] *= decay;
             p += kn[g * R + r] * st[r];
         }
@@ -84,7 +88,10 @@ __global__ void __launch_bounds__(GROUPS *COLS)
         __syncthreads();
         const float u = upd[lane];
         float o = 0;
-        for (int r = 0; r < R; r++) {
+#pragma unroll
+        for (int r = 0; r < MAX_ROWS; r++) { // unrolled: the state stays in registers
+            if (r >= R)
+                break;
             st[r] += kn[g * R + r] * u;
             o += qn[g * R + r] * st[r];
         }
