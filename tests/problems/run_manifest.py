@@ -8,7 +8,8 @@ Manifest: {"problem": ID, "solutions": [entry...]} or {FILE: entry...} (problem 
 the directory). Entry keys: file, status (a name or a list of accepted names), and optionally
 rule, hung_ranks, hung_ranks_include, inputs_modified, failing_trial (the first failing
 trial), failing_by (the first failure at that trial or before), status_at_dims ({preset: status},
-the verdict at PK_MANIFEST_DIMS=preset where it differs), stdout_contains,
+the verdict at PK_MANIFEST_DIMS=preset where it differs), status_at_world ({"4": status}, the
+verdict at that world size, from world_size or PK_MANIFEST_WORLD, where it differs), stdout_contains,
 reason_contains, world_size, trials, run_timeout_ms, gpus, skip_timing, env (variables added to
 pkgym's environment: the operator's, e.g. PKGYM_FAKE_SETUP_FAILURES to fake a set-up failure).
 PK_MANIFEST_NO_WARM=1 passes --no-warm (by default runs are warmed during the compile).
@@ -102,6 +103,9 @@ def run_one(problem, sol_dir, entry):
     want = entry["status"]
     if preset and preset in problem_presets(problem) and preset in entry.get("status_at_dims", {}):
         want = entry["status_at_dims"][preset]  # a verdict that differs at that shape, said why
+    world = str(entry.get("world_size") or problem_world(problem))
+    if world in entry.get("status_at_world", {}):
+        want = entry["status_at_world"][world]  # e.g. a TP twin: no TP pair at W = 2 (pkb/74)
     statuses = want if isinstance(want, list) else [want]
     if res["status"] not in statuses:
         errors.append("status %s, expected %s (reason: %s)" %
