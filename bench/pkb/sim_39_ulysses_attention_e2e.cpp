@@ -24,8 +24,9 @@
 //      SIM_W=1 /tmp/sim39 ...  other worlds (a comma list), e.g. W = 1: HL = NH, the single-GPU
 //      diagnostic `pkgym check --reference --world-size 1` (all heads of a position in one group).
 //      SIM_TRUTH=bf16qkv: the exact evaluation from the bf16 qkv (the contract's rounding point).
-//      SIM_HOT_ONLY=1: only the hot trials (2 mod 3). The hot positions are B per rank whatever S, so their errors against rms(out) grow with S
-//      (rms is then the non-hot rows'): run at S >= 512 to see the real sizes' rule ratios.
+//      SIM_HOT_ONLY=1: only the hot trials (2 mod 3). The hot positions are B per rank whatever S,
+//      so their errors against rms(out) grow with S (rms is then the non-hot rows'): S 64-128
+//      with B 4 already shows the real sizes' near-ties (S 16 hid them).
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
