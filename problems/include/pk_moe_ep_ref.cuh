@@ -460,6 +460,11 @@ static int ep_reference(const pk_problem_call *call) {
     const int E = d.E, K = d.K, G = d.g.size, El = d.g.El, me = d.g.me;
     const size_t M = d.M, N = d.N, I = d.I, vpr = N / 8, row = N * sizeof(__nv_bfloat16);
     const size_t T = (size_t)K * M;
+    // K <= E (torch.topk's k): at K > E ep_route has no K-th expert (it read p[-1]) and the
+    // plan's row count no longer adds up (3004); e.g. pkb/49 (E = world, K = 2) at the single-GPU
+    // diagnostic's W = 1, which meta.json's "K <= E" now refuses at set-up.
+    if (K < 1 || K > E || E > PK_MOE_EP_MAX_E)
+        return 3005;
     int rc = ep_group_comm(ctx, d);
     rc = rc ? rc : ep_window(ctx, d, 2 * d.cap * row);
     if (rc)
