@@ -14,8 +14,9 @@
 // are everywhere), and any of them may fill the last places. topk_labels has a custom checker:
 // the reference records, per query, the labels of every item (on any rank) whose similarity
 // equals the K-th; check() accepts a row iff its places above the K-th similarity hold, run by
-// run of equal similarities, the reference's labels (as multisets) and the run of the K-th
-// similarity holds labels drawn from that record (as a sub-multiset).
+// run of equal similarities (the reference's sims, which topk_sims must equal exactly), the
+// reference's labels (as multisets) and the run of the K-th similarity holds labels drawn from
+// that record (as a sub-multiset).
 #include "pk_problem_module.h"
 #include "pk_splitmix.h"
 
@@ -401,22 +402,18 @@ static int reference(const pk_problem_call *call) {
     return cuda_code(cudaGetLastError());
 }
 
-// One thread per query: bad = the first place (row i K + j) where got's sims differ from want's,
-// or, in a run of equal sims above the K-th, got's labels are not want's (as multisets), or, in
-// the K-th's run, a label occurs more often than in the tie record; *err on a record overflow.
-__global__ void check_rows(const bf16 *ws, const int64_t *wl, const bf16 *gs, const int64_t *gl,
-                           long long Q, int K, const int64_t *ties, long long tie_stride,
-                           unsigned long long *bad) {
+// One thread per query: bad = the first place (row i K + j) where, in a run of equal sims (the
+// reference's) above the K-th, got's labels are not want's (as multisets), or, in the K-th's
+// run, a label occurs more often than in the tie record; ~1 on a record overflow. got's sims
+// are not read: topk_sims has its own (exact) check, and in verified timed calls the runner
+// keeps only samples of it (a custom output is kept whole).
+__global__ void check_rows(const bf16 *ws, const int64_t *wl, const int64_t *gl, long long Q, int K,
+                           const int64_t *ties, long long tie_stride, unsigned long long *bad) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= Q)
         return;
-    const bf16 *a = ws + i * K, *b = gs + i * K;
+    const bf16 *a = ws + i * K;
     const int64_t *la = wl + i * K, *lb = gl + i * K, *rec = ties + i * tie_stride;
-    for (int j = 0; j < K; j++)
-        if (key_of(a[j]) != key_of(b[j])) {
-            atomicMin(bad, (unsigned long long)(i * K + j));
-            return;
-        }
     const unsigned last = key_of(a[K - 1]);
     for (int j0 = 0; j0 < K;) {
         int j1 = j0 + 1;
@@ -465,8 +462,7 @@ static int check(const pk_problem_call *want, const pk_problem_call *got, int ar
         return rc;
     check_rows<<<(unsigned)((Q + 127) / 128), 128, 0, s>>>(
         static_cast<const bf16 *>(want->args[3]), static_cast<const int64_t *>(want->args[4]),
-        static_cast<const bf16 *>(got->args[3]), static_cast<const int64_t *>(got->args[4]), Q, K,
-        g_ref.ties, g_ref.tie_stride, g_ref.bad);
+        static_cast<const int64_t *>(got->args[4]), Q, K, g_ref.ties, g_ref.tie_stride, g_ref.bad);
     rc = cuda_code(cudaGetLastError());
     if (!rc)
         rc = cuda_code(cudaMemcpyAsync(&bad, g_ref.bad, sizeof bad, cudaMemcpyDeviceToHost, s));
