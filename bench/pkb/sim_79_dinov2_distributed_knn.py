@@ -9,7 +9,9 @@ calls of both kinds it checks that
     _local_candidates with torch.topk's choice among ties drawn at random, _merge_on_owner's
     gather and topk) is accepted by check() (problem.cu's check_rows, ported) against
     problem.cu's reference (its local select, the extras of the K-th's ties, the send/recv to
-    the owners, the merge and the tie record, ported), whatever the tie choices on either side;
+    the owners, the merge and the tie record, ported; its selection step by step: the 16-bit
+    keys, the two histogram passes, the collection, the bitonic sort), whatever the tie choices
+    on either side;
   - correct.cu (its own tie choices) is accepted, and its sims equal the reference's exactly;
   - the tie record is complete: it equals the labels of every item, on any rank, whose
     similarity equals the K-th (by brute force), and no rank leaves more than TIE_R = 64 out;
@@ -23,6 +25,7 @@ Usage: python3 bench/pkb/sim_79_dinov2_distributed_knn.py [calls per W]"""
 import math
 import os
 import random
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -138,6 +141,68 @@ def local_select(s, labs, K, rng, limit=None):
     return [s[j] for j in chosen], [labs[j] for j in chosen], extras
 
 
+THREADS = 256
+
+
+def key16(v):  # problem.cu key16 of a bf16 value (its upper 16 fp32 bits; -0 as +0)
+    u = struct.unpack('I', struct.pack('f', v))[0] >> 16
+    if u == 0x8000:
+        u = 0
+    return (~u & 0xFFFF) if u & 0x8000 else (u | 0x8000)
+
+
+def cuda_select(s, labs, K, rng):
+    """problem.cu select_top, step by step: kth_key's two 8-bit histogram passes, the collection
+    (atomics: arrival order random), sort_desc's bitonic network over THREADS slots of
+    (key + 1) << 32 | index; returns (sims, labels, spilled labels) like local_select."""
+    keys = [key16(v) for v in s]
+    hist = [0] * 256
+    for k in keys:
+        hist[k >> 8] += 1
+    cum, b = 0, 255
+    while b > 0 and cum + hist[b] < K:
+        cum += hist[b]
+        b -= 1
+    hi, hist = b, [0] * 256
+    for k in keys:
+        if k >> 8 == hi:
+            hist[k & 255] += 1
+    b = 255
+    while b > 0 and cum + hist[b] < K:
+        cum += hist[b]
+        b -= 1
+    t, above = hi << 8 | b, cum
+    sel, n_above, n_eq, spill = [0] * THREADS, 0, 0, []
+    order = list(range(len(s)))
+    rng.shuffle(order)
+    for j in order:
+        k = keys[j]
+        if k > t:
+            sel[n_above] = (k + 1) << 32 | j
+            n_above += 1
+        elif k == t:
+            if n_eq < K - above:
+                sel[above + n_eq] = (k + 1) << 32 | j
+            else:
+                spill.append(labs[j])
+            n_eq += 1
+    size = 2
+    while size <= THREADS:
+        stride = size // 2
+        while stride > 0:
+            for i in range(THREADS):
+                j = i ^ stride
+                if j > i:
+                    desc = (i & size) == 0
+                    if (sel[i] < sel[j]) if desc else (sel[i] > sel[j]):
+                        sel[i], sel[j] = sel[j], sel[i]
+            stride //= 2
+        size *= 2
+    idx = [e & 0xFFFFFFFF for e in sel[:K]]
+    assert all(e > 0 for e in sel[:K]) and all(e == 0 for e in sel[K:])
+    return [s[j] for j in idx], [labs[j] for j in idx], spill
+
+
 def reference(S, labels, W, K, rng):
     """problem.cu reference(): local selects, the exchange, the merges and the tie records."""
     out, recs, max_extra = [], [], 0
@@ -146,12 +211,12 @@ def reference(S, labels, W, K, rng):
         for i in range(len(S[o])):
             cands = []
             for p in range(W):
-                v, l, ex = local_select(S[o][i][p], labels[p], K, rng)
+                v, l, ex = cuda_select(S[o][i][p], labels[p], K, rng)
                 max_extra = max(max_extra, len(ex))
                 cands.append((v, l, ex))
             v = sum((c[0] for c in cands), [])
             l = sum((c[1] for c in cands), [])
-            mv, ml, _ = local_select(v, l, K, rng)
+            mv, ml, _ = cuda_select(v, l, K, rng)
             t = mv[K - 1]
             rec = [l[j] for j in range(len(v)) if v[j] == t]
             overflow = False
@@ -166,7 +231,7 @@ def reference(S, labels, W, K, rng):
     return out, recs, max_extra
 
 
-def check_row(want, got, rec):  # problem.cu check_rows; True iff accepted
+def check_row(want, got, rec):  # topk_sims' exact check, then problem.cu check_rows
     (ws, wl), (gs, gl) = want, got
     K = len(ws)
     if ws != gs:
