@@ -422,8 +422,10 @@ static int reference(const pk_problem_call *call) {
         rc = cuda_code(cudaGetLastError());
         // Row-major B (T x HW) is column-major X (HW x T); I = X^T X (T x T, symmetric).
         const float one = 1.f, zero = 0.f;
-        if (!rc)
+        if (!rc) // cublasSetStream resets the workspace to the default pool: set it again
             rc = blas_code(cublasSetStream(g_ref.blas, s));
+        if (!rc)
+            rc = blas_code(cublasSetWorkspace(g_ref.blas, g_ref.blas_ws, BLAS_WS_BYTES));
         if (!rc)
             rc = blas_code(cublasGemmEx(g_ref.blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)T, (int)T,
                                         (int)HW, &one, g_ref.bin, CUDA_R_16BF, (int)HW, g_ref.bin,
