@@ -1,6 +1,6 @@
 // Correct, and not the reference: no NCCL call, no host sync, no GEMM. Each rank packs its own
 // masks into bits (one 32-pixel word per warp ballot) with their areas in ctx->scratch. After an
-// LSA barrier it pulls every peer's bits over NVLink (T HW / 8 bytes: 1/16 of PKB's fp32
+// LSA barrier it pulls every peer's bits over NVLink (T HW / 8 bytes: 1/32 of PKB's fp32
 // all-gather), then computes the intersections of its OWN objects with all T objects by AND and
 // popcount (its 1/W of the pairs), and sets its objects' flags by PKB's rule in its scratch.
 // After a second LSA barrier each rank assembles masks_out, scores_out and suppress itself,
