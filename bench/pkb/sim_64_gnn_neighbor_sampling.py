@@ -21,7 +21,9 @@ S = 512, keys 0-3), it checks that
 and counts the calls on which solutions/wrong.cu (the last seed not marked as seen) and
 solutions/shortcut_skip_exchange.cu (every list read from the rank's own local_adj_col) differ:
 wrong on every mode-0 call, the shortcut on every call of modes 1-3 and none of mode 0.
-Usage: python3 bench/pkb/sim_64_gnn_neighbor_sampling.py"""
+Usage: python3 bench/pkb/sim_64_gnn_neighbor_sampling.py [--gen-hashes]
+(--gen-hashes: the generator's hashes, to compare with bench/pkb/gen_64_graph_check.cu, which
+runs problem.cu's own gen_graph on the host)"""
 import math
 import os
 import sys
@@ -385,5 +387,26 @@ def main():
     print("OK")
 
 
+def gen_hashes():  # the lines of bench/pkb/gen_64_graph_check.cu
+    for N, S, DM in ((600, 40, 16), (1500, 40, 16), (10000, 512, 16)):
+        for W in (2, 4, 8):
+            for key in range(8):
+                for r in range(W):
+                    owner, colptr, seeds = gen_graph(0x5EED64, key, W, r, N, S, N * DM)
+                    h = 1469598103934665603
+                    for x in owner + colptr + seeds:
+                        h = ((h ^ x) * 1099511628211) & MASK
+                    if N > 1500:
+                        print(N, W, key, r, h, "-")
+                        continue
+                    hc = 1469598103934665603
+                    for x in fill_col(0x5EED64, key, W, r, N, N * DM, colptr, owner):
+                        hc = ((hc ^ x) * 1099511628211) & MASK
+                    print(N, W, key, r, h, hc)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--gen-hashes"]:
+        gen_hashes()
+    else:
+        main()

@@ -138,35 +138,38 @@ static void gen_graph(uint64_t seed, int key, int W, int r, long long N, long lo
         seeds[i] = (off + (i - 1) * stride) % G;
 }
 
+// Entry e of rank r's local_adj_col: position e - s of node v's list when r holds it (mine),
+// garbage otherwise (host and device: bench/pkb/gen_64_graph_check.cu runs it on the host).
+static inline PK_HD long long col_value(long long v, long long s, long long e, bool mine,
+                                        uint64_t nbase, uint64_t jbase, int mode, int W,
+                                        long long N) {
+    const long long G = N - 3LL * W;
+    if (!mine)
+        return (long long)(pk_splitmix64(jbase + (uint64_t)e) % (uint64_t)N);
+    if (mode == 0)
+        return (v + 1 + (e - s)) % N;
+    if (v >= G)
+        return G + 3 * ((v - G) / 3) + ((v - G) % 3 + 1) % 3;
+    return pk_skewed_id(
+        pk_splitmix64(nbase + (uint64_t)e),
+        mode == 1 ? PK_DEGREE_UNIFORM : (mode == 2 ? PK_DEGREE_POWER : PK_DEGREE_HUBS), N);
+}
+
 // local_adj_col of rank r (E entries): the lists of the nodes r owns (all of them in mode 0),
 // garbage elsewhere, the tail past colptr[N] included.
 __global__ void fill_col(const int64_t *colptr, const int64_t *owner, uint64_t nbase,
                          uint64_t jbase, int mode, int r, int W, long long N, long long E,
                          int64_t *col) {
-    const long long G = N - 3LL * W;
     const long long used = colptr[N];
     for (long long e = used + (long long)blockIdx.x * blockDim.x + threadIdx.x; e < E;
          e += (long long)gridDim.x * blockDim.x) // the tail: garbage
-        col[e] = (long long)(pk_splitmix64(jbase + (uint64_t)e) % (uint64_t)N);
+        col[e] = col_value(N, used, e, false, nbase, jbase, mode, W, N);
     for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < N;
          v += (long long)gridDim.x * blockDim.x) {
         const long long s = colptr[v], t = colptr[v + 1];
         const bool mine = mode == 0 || owner[v] == r;
-        for (long long e = s; e < t; e++) {
-            long long x;
-            if (!mine)
-                x = (long long)(pk_splitmix64(jbase + (uint64_t)e) % (uint64_t)N);
-            else if (mode == 0)
-                x = (v + 1 + (e - s)) % N;
-            else if (v >= G)
-                x = G + 3 * ((v - G) / 3) + ((v - G) % 3 + 1) % 3;
-            else
-                x = pk_skewed_id(pk_splitmix64(nbase + (uint64_t)e),
-                                 mode == 1 ? PK_DEGREE_UNIFORM
-                                           : (mode == 2 ? PK_DEGREE_POWER : PK_DEGREE_HUBS),
-                                 N);
-            col[e] = x;
-        }
+        for (long long e = s; e < t; e++)
+            col[e] = col_value(v, s, e, mine, nbase, jbase, mode, W, N);
     }
 }
 
