@@ -18,9 +18,10 @@ S = 512, keys 0-3), it checks that
     owners' k-slot replies, the scan, the first-occurrence table, the compaction, the relabel)
     and solutions/correct.cu (the pull from the owner's list at colptr[v]) give PKB's node, row,
     col, edge exactly, padded with zeros to the capacities NC and EC, and sizes;
-and counts the calls on which solutions/wrong.cu (the last seed not marked as seen) and
-solutions/shortcut_skip_exchange.cu (every list read from the rank's own local_adj_col) differ:
-wrong on every mode-0 call, the shortcut on every call of modes 1-3 and none of mode 0.
+and counts the calls on which solutions/wrong.cu (the last seed not marked as seen),
+solutions/shortcut_skip_exchange.cu (every list read from the rank's own local_adj_col) and
+solutions/shortcut_assumed_degree.cu (k samples per node, degrees not read) differ: wrong on
+every mode-0 call, the shortcuts on every call of modes 1-3 and none of mode 0.
 Usage: python3 bench/pkb/sim_64_gnn_neighbor_sampling.py [--gen-hashes]
 (--gen-hashes: the generator's hashes, to compare with bench/pkb/gen_64_graph_check.cu, which
 runs problem.cu's own gen_graph on the host)"""
@@ -289,15 +290,16 @@ def reference_port(W, seeds, colptr, cols, owner, K, N):
     return outs
 
 
-def pull_port(W, seeds, colptr, cols, owner, K, N, local=False, mark_last=True):
-    """correct.cu (local=False), shortcut_skip_exchange.cu (local=True), wrong.cu (mark_last)."""
+def pull_port(W, seeds, colptr, cols, owner, K, N, local=False, mark_last=True, assume=False):
+    """correct.cu; shortcut_skip_exchange.cu (local); wrong.cu (mark_last False);
+    shortcut_assumed_degree.cu (assume: k samples per node, whatever its degree)."""
     outs = []
     for r in range(W):
         def hop_samples(hop, src, r=r):
             out = []
             for v in src:
                 st = colptr[v]
-                take = min(K[hop], colptr[v + 1] - st)
+                take = K[hop] if assume else min(K[hop], colptr[v + 1] - st)
                 adj = cols[r] if local else cols[owner[v]]
                 out += [(adj[st + j], v, st + j) for j in range(take)]
             return out
@@ -316,7 +318,7 @@ def main():
     K = (10, 5)
     cases = [(600, 40, 16, keys) for keys in [range(8)]] + [(1500, 40, 16, range(8))]
     cases.append((10000, 512, 16, range(4)))
-    fails = {"wrong": {}, "shortcut": {}}
+    fails = {"wrong": {}, "shortcut": {}, "assumed_degree": {}}
     totals = {}
     for W in (2, 4, 8):
         for N, S, DM, keys in cases:
@@ -365,7 +367,8 @@ def main():
                 assert cor == want, (W, N, key, "correct")
                 wr = [padded(x, NC, EC) for x in pull_port(*args, mark_last=False)]
                 sc = [padded(x, NC, EC) for x in pull_port(*args, local=True)]
-                for name, got in (("wrong", wr), ("shortcut", sc)):
+                ad = [padded(x, NC, EC) for x in pull_port(*args, assume=True)]
+                for name, got in (("wrong", wr), ("shortcut", sc), ("assumed_degree", ad)):
                     d = fails[name].setdefault(mode, [0, 0])
                     d[0] += got != want
                     d[1] += 1
@@ -382,8 +385,10 @@ def main():
               {m: tuple(v) for m, v in sorted(fails[name].items())})
     assert fails["wrong"][0][0] == fails["wrong"][0][1]
     assert fails["shortcut"][0][0] == 0
+    assert fails["assumed_degree"][0][0] == 0
     for m in (1, 2, 3):
         assert fails["shortcut"][m][0] == fails["shortcut"][m][1]
+        assert fails["assumed_degree"][m][0] == fails["assumed_degree"][m][1]
     print("OK")
 
 
