@@ -202,11 +202,21 @@ static void test_hung_in_timing_is_cut_short(void **state) {
     for (int i = 0; i < hung->n_hung; i++)
         rank1 |= hung->hung_ranks[i] == 1;
     assert_true(rank1);
+    double beside_timing_ms = 0; /* the jobs beside it also wait for each other's timing */
+    for (int i = 1; i < n; i++)
+        beside_timing_ms += jobs[i].res.stages.run_timing_ms;
     for (int i = 1; i < n; i++) {
         if (jobs[i].res.status != PK_STATUS_CORRECT)
             fail_msg("%s: %s (%s)", jobs[i].problem, pk_status_name(jobs[i].res.status),
                      jobs[i].res.reason);
-        assert_true(jobs[i].ended - jobs[0].started < 0.6 * RUN_LIMIT_MS);
+        /* Held up by the hung job's timing hold at most (its budget, then the kill) and the
+         * other jobs' timing, never for its whole run limit. Relative to what the hung job
+         * took, not an absolute figure: on a loaded CI machine its honest budget was 8.9 s
+         * and the jobs beside it ended more than 12 s after it started (a "< 12 s" bound
+         * failed there). */
+        assert_true(jobs[i].res.stages.run_lock_wait_ms <
+                    hung->stages.run_ms + beside_timing_ms + 2000);
+        assert_true(jobs[i].ended - jobs[0].started < jobs[0].run_limit_ms);
         pk_eval_result_free(&jobs[i].res);
     }
     pk_eval_result_free(hung);
