@@ -6,7 +6,8 @@
 //     the online softmax of one row (running max m and sum l of exp(s - m), the factor that
 //     rescales an accumulator when the max grows) and the logsumexp merge of two partial
 //     results, PKB's _update_out_and_lse in a form that stays finite where a side is empty;
-//   - under nvcc, a flash-style tile (pk_attn_fwd_tile): one CTA attends 64 query rows of one
+//   - under nvcc, a flash-style tile (pk_attn_fwd_tile<D>, head dim D = 64 or 128, causal or
+//     not, grouped-query through PkAttnBlock::Hkv): one CTA attends 64 query rows of one
 //     (batch, head) to a block of keys, tile by tile (64 keys at a time, bf16 tensor cores,
 //     fp32 accumulation, online softmax), and never writes the score matrix to memory. Its
 //     epilogue either stores the block's partial result (fp32 out, lse), merges it into a
@@ -18,7 +19,8 @@
 //     logsumexp, and PKB's ring backward (pk_attn_ring_backward: k, v and the running dK, dV
 //     passed to rank r + 1 each step). Both tiles also run under the host warp emulation.
 // Layout: q, k, v and the output are (B, S, H, D) row-major, as PKB's (batch, seq, heads,
-// head_dim); the row of (b, s, h) starts at ((b * S + s) * H + h) * D; D is 64.
+// head_dim); the row of (b, s, h) starts at ((b * S + s) * H + h) * D; D is 64 but in the
+// forward tile (templated on D; pkb/77 uses 128), and k, v may have Hkv heads.
 #ifndef PK_ATTENTION_CUH
 #define PK_ATTENTION_CUH
 
@@ -105,24 +107,30 @@ static inline PK_ATTN_HD float pk_lse_merge_out(float out_a, float out_b, float 
 #define PK_ATTN_WARPS 4
 #define PK_ATTN_THREADS (32 * PK_ATTN_WARPS)
 
-// Shared memory of one CTA: 48 KiB, given as dynamic shared memory (pk_attn_fwd_smem_bytes).
-struct PkAttnSmem {
-    __nv_bfloat16 k[PK_ATTN_BN * PK_ATTN_D];
-    __nv_bfloat16 v[PK_ATTN_BN * PK_ATTN_D];
+// Shared memory of one forward CTA for head dim D (64 or 128): 48 KiB at D = 64, 80 KiB at
+// D = 128, given as dynamic shared memory (pk_attn_fwd_smem_bytes<D>()). The Q stage (16 x D
+// bf16) aliases a warp's score buffer (16 x 64 fp32), so D is at most 128.
+template <int D> struct PkAttnSmemD {
+    static_assert(D % 16 == 0 && D >= 32 && D <= 128, "head dim: a multiple of 16, 32..128");
+    __nv_bfloat16 k[PK_ATTN_BN * D];
+    __nv_bfloat16 v[PK_ATTN_BN * D];
     float s[PK_ATTN_WARPS][16 * PK_ATTN_BN]; // a warp's scores; its P (bf16) and Q stage alias it
-    float o[PK_ATTN_WARPS][16 * PK_ATTN_D];  // a warp's output accumulator
+    float o[PK_ATTN_WARPS][16 * D];          // a warp's output accumulator
 };
+typedef PkAttnSmemD<PK_ATTN_D> PkAttnSmem; // the D = 64 tile of pkb/54-57
 
-static inline size_t pk_attn_fwd_smem_bytes(void) {
-    return sizeof(PkAttnSmem);
+template <int D = PK_ATTN_D> static inline size_t pk_attn_fwd_smem_bytes(void) {
+    typedef PkAttnSmemD<D> Smem;
+    return sizeof(Smem);
 }
 
 // One attention block: queries of one rank's shard against one block of keys.
 struct PkAttnBlock {
-    const __nv_bfloat16 *q, *k, *v; // (B, Sq, H, D) and (B, Sk, H, D)
+    const __nv_bfloat16 *q, *k, *v; // (B, Sq, H, D) and (B, Sk, Hkv, D)
     int B, Sq, Sk, H;
-    // Elements between consecutive positions of q and of k, v (0: H * D, contiguous): views of
-    // a fused QKV projection, (B, S, 3, H, D), have 3 H D. The output is always contiguous.
+    // Elements between consecutive positions of q and of k, v (0: H * D and Hkv * D,
+    // contiguous): views of a fused QKV projection, (B, S, 3, H, D), have 3 H D. The output is
+    // always contiguous.
     long long ld_q, ld_kv;
     long long q_pos0, k_pos0; // global positions of query 0 and key 0 (the causal mask)
     int causal;               // mask key positions above the query's
@@ -133,47 +141,59 @@ struct PkAttnBlock {
     const float *acc_in, *lse_in;
     float *acc_out, *lse_out; // (B, Sq, H, D) fp32 and (B, Sq, H)
     __nv_bfloat16 *out_bf16;
+    // Key/value heads (grouped-query attention): 0 means H; else H % Hkv == 0 and query head h
+    // reads key/value head h / (H / Hkv) (PKB's repeat_interleave of k, v over the heads).
+    int Hkv;
+    // Elements between consecutive heads of k, v (0: D): PKB's key_value, cat([k, v], -1) of
+    // (S, Hkv, D) tensors, has 2 D (with ld_kv = 2 Hkv D and v = k + D).
+    long long hs_kv;
 };
 
-// Loads 16-byte vectors of `rows` rows of 64 bf16 (row stride ld elements) into dst (64 per
-// row), zeros beyond n_valid rows. Called by `nthreads` threads with index t.
-static __device__ __forceinline__ void pk_attn_load_rows(__nv_bfloat16 *dst,
-                                                         const __nv_bfloat16 *src, long long ld,
-                                                         int rows, int n_valid, int t,
-                                                         int nthreads) {
-    for (int i = t; i < rows * (PK_ATTN_D / 8); i += nthreads) {
-        const int r = i / (PK_ATTN_D / 8), c = i % (PK_ATTN_D / 8);
+// Loads 16-byte vectors of `rows` rows of D bf16 (row stride ld elements) into dst (D per row),
+// zeros beyond n_valid rows. Called by `nthreads` threads with index t.
+template <int D = PK_ATTN_D>
+static __device__ __forceinline__ void
+pk_attn_load_rows(__nv_bfloat16 *dst, const __nv_bfloat16 *src, long long ld, int rows, int n_valid,
+                  int t, int nthreads) {
+    for (int i = t; i < rows * (D / 8); i += nthreads) {
+        const int r = i / (D / 8), c = i % (D / 8);
         uint4 val = make_uint4(0, 0, 0, 0);
         if (r < n_valid)
             val = *reinterpret_cast<const uint4 *>(src + (long long)r * ld + c * 8);
-        *reinterpret_cast<uint4 *>(dst + r * PK_ATTN_D + c * 8) = val;
+        *reinterpret_cast<uint4 *>(dst + r * D + c * 8) = val;
     }
 }
 
 // The whole CTA (PK_ATTN_THREADS threads) attends query tile `qt` (rows [64 qt, 64 qt + 64) of
-// the shard) of head h of batch b to every key of the block, and runs the epilogue.
+// the shard) of head h of batch b to every key of the block (of head h / (H / Hkv)), and runs
+// the epilogue. D (the head dim) is deduced from the shared memory's type.
+template <int D>
 static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int qt,
-                                        PkAttnSmem &sm) {
+                                        PkAttnSmemD<D> &sm) {
     namespace wmma = nvcuda::wmma;
+    constexpr int DH = D / 2; // output columns per lane (two lanes per row)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const long long ld = (long long)a.H * PK_ATTN_D; // the output's position stride
-    const long long ldq = a.ld_q ? a.ld_q : ld, ldkv = a.ld_kv ? a.ld_kv : ld;
+    const int hkv_n = a.Hkv ? a.Hkv : a.H, hkv = h / (a.H / hkv_n);
+    const long long ld = (long long)a.H * D; // the output's position stride
+    const long long ldq = a.ld_q ? a.ld_q : ld, ldkv = a.ld_kv ? a.ld_kv : (long long)hkv_n * D;
+    const long long hs = a.hs_kv ? a.hs_kv : D;
     const int i0 = qt * PK_ATTN_BM + warp * 16; // this warp's first query row
     const int n_q = min(16, max(0, a.Sq - i0)); // its valid rows
     // Queries: staged through the warp's score buffer, kept as 4 A fragments (16 x 64).
     __nv_bfloat16 *stage = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
-    pk_attn_load_rows(stage, a.q + ((long long)b * a.Sq + i0) * ldq + (long long)h * PK_ATTN_D, ldq,
-                      16, n_q, lane, 32);
+    pk_attn_load_rows<D>(stage, a.q + ((long long)b * a.Sq + i0) * ldq + (long long)h * D, ldq, 16,
+                         n_q, lane, 32);
     __syncwarp();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[4];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[D / 16];
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-        wmma::load_matrix_sync(qf[kk], stage + kk * 16, PK_ATTN_D);
-    for (int i = lane; i < 16 * PK_ATTN_D; i += 32)
+    for (int kk = 0; kk < D / 16; kk++)
+        wmma::load_matrix_sync(qf[kk], stage + kk * 16, D);
+    for (int i = lane; i < 16 * D; i += 32)
         sm.o[warp][i] = 0.f;
     __syncwarp();
 
-    // Lanes 2r and 2r + 1 own row r of the warp's 16: columns [32 half, 32 half + 32).
+    // Lanes 2r and 2r + 1 own row r of the warp's 16: score columns [32 half, 32 half + 32),
+    // output columns [DH half, DH half + DH).
     const int r = lane >> 1, half = lane & 1;
     const long long qpos = a.q_pos0 + i0 + r;
     PkSoftmaxRow row = pk_softmax_row_init();
@@ -186,9 +206,9 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
     for (int kt = 0; kt < n_tiles; kt++) {
         const int j0 = kt * PK_ATTN_BN, n_k = min(PK_ATTN_BN, a.Sk - j0);
         __syncthreads(); // every warp is done with the previous K and V
-        const long long off = ((long long)b * a.Sk + j0) * ldkv + (long long)h * PK_ATTN_D;
-        pk_attn_load_rows(sm.k, a.k + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
-        pk_attn_load_rows(sm.v, a.v + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        const long long off = ((long long)b * a.Sk + j0) * ldkv + (long long)hkv * hs;
+        pk_attn_load_rows<D>(sm.k, a.k + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
+        pk_attn_load_rows<D>(sm.v, a.v + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
         __syncthreads();
         // S = Q K^T (16 x 64, fp32), into the warp's score buffer.
 #pragma unroll
@@ -196,9 +216,9 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
             wmma::fill_fragment(sf, 0.f);
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
+            for (int kk = 0; kk < D / 16; kk++) {
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> kf;
-                wmma::load_matrix_sync(kf, sm.k + n * 16 * PK_ATTN_D + kk * 16, PK_ATTN_D);
+                wmma::load_matrix_sync(kf, sm.k + n * 16 * D + kk * 16, D);
                 wmma::mma_sync(sf, qf[kk], kf, sf);
             }
             wmma::store_matrix_sync(sm.s[warp] + n * 16, sf, PK_ATTN_BN, wmma::mem_row_major);
@@ -229,25 +249,26 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
         __syncwarp(); // every lane has read its scores before P overwrites them
         __nv_bfloat16 *p = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
 #pragma unroll
-        for (int c = 0; c < 32; c++) {
+        for (int c = 0; c < 32; c++)
             p[r * PK_ATTN_BN + half * 32 + c] = __float2bfloat16(sv[c]);
-            sm.o[warp][r * PK_ATTN_D + half * 32 + c] *= alpha;
-        }
+#pragma unroll
+        for (int c = 0; c < DH; c++)
+            sm.o[warp][r * D + half * DH + c] *= alpha;
         __syncwarp();
         // O += P V (16 x 64, fp32 accumulators through shared memory).
 #pragma unroll
-        for (int n = 0; n < PK_ATTN_D / 16; n++) {
+        for (int n = 0; n < D / 16; n++) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
-            wmma::load_matrix_sync(of, sm.o[warp] + n * 16, PK_ATTN_D, wmma::mem_row_major);
+            wmma::load_matrix_sync(of, sm.o[warp] + n * 16, D, wmma::mem_row_major);
 #pragma unroll
             for (int kk = 0; kk < PK_ATTN_BN / 16; kk++) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> pf;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> vf;
                 wmma::load_matrix_sync(pf, p + kk * 16, PK_ATTN_BN);
-                wmma::load_matrix_sync(vf, sm.v + kk * 16 * PK_ATTN_D + n * 16, PK_ATTN_D);
+                wmma::load_matrix_sync(vf, sm.v + kk * 16 * D + n * 16, D);
                 wmma::mma_sync(of, pf, vf, of);
             }
-            wmma::store_matrix_sync(sm.o[warp] + n * 16, of, PK_ATTN_D, wmma::mem_row_major);
+            wmma::store_matrix_sync(sm.o[warp] + n * 16, of, D, wmma::mem_row_major);
         }
         __syncwarp();
     }
@@ -264,10 +285,10 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
     const float inv_l = row.l > 0.f ? 1.f / row.l : 0.f;
     const float w = a.acc_in ? pk_lse_merge_weight(lse_a, lse_b) : 1.f;
     const float lse = a.acc_in ? pk_lse_merge(lse_a, lse_b) : lse_b;
-    const long long base = rid * PK_ATTN_D + half * 32;
-    const float *o = sm.o[warp] + r * PK_ATTN_D + half * 32;
+    const long long base = rid * D + half * DH;
+    const float *o = sm.o[warp] + r * D + half * DH;
 #pragma unroll 8
-    for (int c = 0; c < 32; c++) {
+    for (int c = 0; c < DH; c++) {
         const float ob = o[c] * inv_l;
         const float val = a.acc_in ? pk_lse_merge_out(a.acc_in[base + c], ob, w) : ob;
         if (a.out_bf16)
@@ -524,27 +545,30 @@ static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int
 }
 
 #ifdef __CUDACC__
-// One block: grid (ceil(Sq / 64), B * H), PK_ATTN_THREADS threads, pk_attn_fwd_smem_bytes() of
-// dynamic shared memory (above the 48 KiB default: cudaFuncSetAttribute once per process).
+// One block: grid (ceil(Sq / 64), B * H), PK_ATTN_THREADS threads, pk_attn_fwd_smem_bytes<D>()
+// of dynamic shared memory (above the 48 KiB default: cudaFuncSetAttribute once per process
+// and D).
+template <int D>
 static __global__ void __launch_bounds__(PK_ATTN_THREADS) pk_attn_fwd_kernel(PkAttnBlock a) {
     extern __shared__ __align__(128) unsigned char pk_attn_smem_raw[];
-    PkAttnSmem &sm = *reinterpret_cast<PkAttnSmem *>(pk_attn_smem_raw);
+    PkAttnSmemD<D> &sm = *reinterpret_cast<PkAttnSmemD<D> *>(pk_attn_smem_raw);
     const int bh = blockIdx.y;
-    pk_attn_fwd_tile(a, bh / a.H, bh % a.H, blockIdx.x, sm);
+    pk_attn_fwd_tile<D>(a, bh / a.H, bh % a.H, blockIdx.x, sm);
 }
 
+template <int D = PK_ATTN_D>
 static inline cudaError_t pk_attn_fwd_launch(const PkAttnBlock &a, cudaStream_t stream) {
     static bool attr_set = false;
     if (!attr_set) {
         const cudaError_t e =
-            cudaFuncSetAttribute(pk_attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)pk_attn_fwd_smem_bytes());
+            cudaFuncSetAttribute(pk_attn_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)pk_attn_fwd_smem_bytes<D>());
         if (e != cudaSuccess)
             return e;
         attr_set = true;
     }
     const dim3 grid((unsigned)((a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM), (unsigned)(a.B * a.H));
-    pk_attn_fwd_kernel<<<grid, PK_ATTN_THREADS, pk_attn_fwd_smem_bytes(), stream>>>(a);
+    pk_attn_fwd_kernel<D><<<grid, PK_ATTN_THREADS, pk_attn_fwd_smem_bytes<D>(), stream>>>(a);
     return cudaGetLastError();
 }
 

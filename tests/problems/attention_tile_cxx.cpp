@@ -310,3 +310,101 @@ extern "C" double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causa
     cmp(dv, wv);
     return worst;
 }
+
+// ---- The forward tile at head dim 128, grouped-query, non-causal (pkb/77) ----
+
+template <int D> static void run_block_d(const PkAttnBlock &a) {
+    PkAttnSmemD<D> *sm = new PkAttnSmemD<D>;
+    for (int b = 0; b < a.B; b++)
+        for (int h = 0; h < a.H; h++)
+            for (int qt = 0; qt < (a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM; qt++)
+                run_cta_fn([&] { pk_attn_fwd_tile(a, b, h, qt, *sm); });
+    delete sm;
+}
+
+// One block, H query heads over Hkv key/value heads (query head h reads h / (H / Hkv)), Sq
+// queries against Sk keys, non-causal, scale 1 / sqrt(D), k and v packed as PKB's key_value
+// (positions 2 Hkv D apart: k's D columns, then v's, per head, as pkb/77's kv after its
+// redistribution) when kv_packed. Against softmax attention in double over the bf16 inputs.
+// Returns the largest |got - want| / (rtol |want| + atol_rms rms(want)).
+template <int D>
+static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, double spread,
+                            double rtol, double atol_rms) {
+    const double scale = 1.0 / sqrt((double)D);
+    const double sq = sqrt(spread / (scale * sqrt((double)D))); // q.k scale ~ spread
+    const long long ldkv = (long long)(kv_packed ? 2 : 1) * Hkv * D;
+    std::vector<__nv_bfloat16> q((size_t)Sq * H * D), kv((size_t)Sk * ldkv), vs;
+    const uint64_t key = pk_splitmix64(0x677161ULL + (uint64_t)D);
+    for (size_t i = 0; i < q.size(); i++)
+        q[i] = __float2bfloat16(bf(key, i, sq));
+    for (size_t i = 0; i < kv.size(); i++) // packed: per head D k columns then D v columns
+        kv[i] = __float2bfloat16(bf(key + 0x1000000, i, (i / D) % 2 && kv_packed ? 1.0 : sq));
+    if (!kv_packed) {
+        vs.resize(kv.size());
+        for (size_t i = 0; i < vs.size(); i++)
+            vs[i] = __float2bfloat16(bf(key + 0x2000000, i, 1.0));
+    }
+    PkAttnBlock a = {};
+    a.q = q.data();
+    a.k = kv.data();
+    a.v = kv_packed ? kv.data() + D : vs.data();
+    a.B = 1;
+    a.Sq = Sq;
+    a.Sk = Sk;
+    a.H = H;
+    a.Hkv = Hkv;
+    a.ld_kv = kv_packed ? ldkv : 0;
+    a.hs_kv = kv_packed ? 2 * D : 0;
+    a.scale = (float)scale;
+    std::vector<__nv_bfloat16> out((size_t)Sq * H * D);
+    a.out_bf16 = out.data();
+    run_block_d<D>(a);
+    auto f = [](const __nv_bfloat16 &x) { return (double)pk_emul_bf16_to_float(x); };
+    std::vector<double> want(out.size());
+    double ss = 0;
+    for (int i = 0; i < Sq; i++)
+        for (int h = 0; h < H; h++) {
+            const int g = h / (H / Hkv);
+            const __nv_bfloat16 *kb = kv.data() + (size_t)g * (kv_packed ? 2 * D : D);
+            const __nv_bfloat16 *vb = kv_packed ? kb + D : vs.data() + (size_t)g * D;
+            const size_t ld = (size_t)(kv_packed ? ldkv : (long long)Hkv * D);
+            std::vector<double> s((size_t)Sk);
+            double m = -INFINITY, l = 0, o[128] = {0};
+            for (int j = 0; j < Sk; j++) {
+                double x = 0;
+                for (int d = 0; d < D; d++)
+                    x += f(q[((size_t)i * H + h) * D + d]) * f(kb[(size_t)j * ld + d]);
+                s[(size_t)j] = scale * x;
+                m = fmax(m, s[(size_t)j]);
+            }
+            for (int j = 0; j < Sk; j++) {
+                const double e = exp(s[(size_t)j] - m);
+                l += e;
+                for (int d = 0; d < D; d++)
+                    o[d] += e * f(vb[(size_t)j * ld + d]);
+            }
+            for (int d = 0; d < D; d++) {
+                const size_t x = ((size_t)i * H + h) * D + d;
+                want[x] = o[d] / l;
+                ss += want[x] * want[x];
+            }
+        }
+    const double rms = sqrt(ss / (double)want.size());
+    double worst = 0;
+    for (size_t x = 0; x < out.size(); x++) {
+        const double got = f(out[x]);
+        if (!std::isfinite(got))
+            return INFINITY;
+        worst = fmax(worst, fabs(got - want[x]) / (rtol * fabs(want[x]) + atol_rms * rms));
+    }
+    return worst;
+}
+
+extern "C" double pk_test_attn_tile_gqa(int D, int H, int Hkv, int Sq, int Sk, int kv_packed,
+                                        double spread, double rtol, double atol_rms) {
+    if (D == 128)
+        return attn_tile_gqa<128>(H, Hkv, Sq, Sk, kv_packed, spread, rtol, atol_rms);
+    if (D == 64)
+        return attn_tile_gqa<64>(H, Hkv, Sq, Sk, kv_packed, spread, rtol, atol_rms);
+    return INFINITY;
+}

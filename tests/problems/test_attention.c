@@ -25,6 +25,8 @@ double pk_test_attn_tile_ring(int W, int rank, int S, int B, int H, int fused, d
                               double rtol, double atol_rms); /* attention_tile_cxx.cpp */
 double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causal, double spread, double rtol,
                              double atol_rms); /* attention_tile_cxx.cpp */
+double pk_test_attn_tile_gqa(int D, int H, int Hkv, int Sq, int Sk, int kv_packed, double spread,
+                             double rtol, double atol_rms); /* attention_tile_cxx.cpp */
 
 #define NMAX 4096
 
@@ -201,6 +203,21 @@ static void backward_tiles_in_the_ring(void **state) {
     assert_true(pk_test_attn_bwd_ring(2, 1, 70, 1, 0, 30.0, 0.05, 0.05) <= 0.5);
 }
 
+/* The forward tile at pkb/77's head dim 128 (and 64), non-causal, grouped-query (query head h
+ * reading key/value head h / (H / Hkv): PKB's repeat_interleave), with k, v as PKB's packed
+ * key_value (per head D key then D value columns) or separate: within half of rtol 0.05,
+ * atol_rms 0.05 of softmax attention in double. Partial query and key tiles (70, 150), and
+ * scores of spread 30. A wrong head mapping or column split is off by the output's size. */
+static void tile_head_dim_128_grouped_query(void **state) {
+    (void)state;
+    assert_true(pk_test_attn_tile_gqa(128, 4, 2, 70, 150, 1, 1.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_gqa(128, 3, 1, 64, 64, 0, 1.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_gqa(128, 2, 2, 20, 130, 1, 30.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_gqa(64, 4, 2, 70, 150, 1, 1.0, 0.05, 0.05) <= 0.5);
+    /* Hkv == H: plain multi-head attention, packed */
+    assert_true(pk_test_attn_tile_gqa(128, 4, 4, 40, 100, 1, 1.0, 0.05, 0.05) <= 0.5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(online_matches_the_definition),
@@ -210,6 +227,7 @@ int main(void) {
         cmocka_unit_test(a_wrong_merge_is_caught),
         cmocka_unit_test(tile_in_the_ring),
         cmocka_unit_test(backward_tiles_in_the_ring),
+        cmocka_unit_test(tile_head_dim_128_grouped_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
