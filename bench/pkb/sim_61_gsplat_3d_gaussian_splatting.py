@@ -116,8 +116,16 @@ def project(mean, quat, scale, view, K, width, height, r, eps2d=0.3, near=0.01, 
     # the margins of the discrete decisions, as problem.cu's gs_project (generate() only)
     def gap(v, bound):
         return abs(v - bound) - 1e-4 * abs(v)
-    margin = min(abs(depth - near), gap(ux, math.floor(ux + 0.5)), gap(uy, math.floor(uy + 0.5)),
-                 gap(m2[0], -rx), gap(m2[0], width + rx), gap(m2[1], -ry), gap(m2[1], height + ry))
+    # the rounding allowances, as problem.cu: the radii through Sigma2's diagonal (terms up to
+    # (|J_i0| + |J_i2|)^2 max(s)^2, which may cancel), the means through K's products over tz
+    sm = max(scale)
+    ex = 1e-6 * (abs(J[0][0]) + abs(J[0][2])) ** 2 * sm * sm * 3.33 / (2 * math.sqrt(a))
+    ey = 1e-6 * (abs(J[1][1]) + abs(J[1][2])) ** 2 * sm * sm * 3.33 / (2 * math.sqrt(d))
+    em = 1e-6 * sum(abs(K[i][0] * tx) + abs(K[i][1] * ty) + abs(K[i][2] * tz)
+                    for i in range(2)) / abs(tz)
+    margin = min(abs(depth - near), gap(ux, math.floor(ux + 0.5)) - ex,
+                 gap(uy, math.floor(uy + 0.5)) - ey, gap(m2[0], -rx) - em,
+                 gap(m2[0], width + rx) - em, gap(m2[1], -ry) - em, gap(m2[1], height + ry) - em)
     res = {"radii": (rx, ry), "means2d": tuple(m2), "depth": depth, "conic": conic,
            "margin": margin}
     if keep_all:

@@ -122,9 +122,23 @@ __host__ __device__ inline bool gs_project(const T m[3], const T q[4], const T s
         const T g = v - bound, tol = (T)1e-4 * (v < 0 ? -v : v);
         return (g < 0 ? -g : g) - tol;
     };
-    const T e[6] = {gap(vx, floor(vx + (T)0.5)), gap(vy, floor(vy + (T)0.5)),
-                    gap(o.m2x, (T)-o.rx),        gap(o.m2x, width + o.rx),
-                    gap(o.m2y, (T)-o.ry),        gap(o.m2y, height + o.ry)};
+    // What fp32 rounding in any order can move each decided value by, bounded by the magnitude
+    // of its terms (16 ulp of fp32 ~ 1e-6 relative): the radii through Sigma2's diagonal, a sum
+    // of terms up to (|J_i0| + |J_i2|)^2 max(s)^2 that may cancel (thin gaussians), the means
+    // through K's products over tz.
+    const T sm = s[0] > s[1] ? (s[0] > s[2] ? s[0] : s[2]) : (s[1] > s[2] ? s[1] : s[2]);
+    const T jx = (J[0][0] < 0 ? -J[0][0] : J[0][0]) + (J[0][2] < 0 ? -J[0][2] : J[0][2]);
+    const T jy = (J[1][1] < 0 ? -J[1][1] : J[1][1]) + (J[1][2] < 0 ? -J[1][2] : J[1][2]);
+    const T ex = (T)1e-6 * jx * jx * sm * sm * (T)3.33 / ((T)2 * sqrt(a));
+    const T ey = (T)1e-6 * jy * jy * sm * sm * (T)3.33 / ((T)2 * sqrt(d));
+    const auto mag = [](T v) { return v < 0 ? -v : v; };
+    const T em = (T)1e-6 *
+                 (mag(K[0] * tx) + mag(K[1] * ty) + mag(K[2] * tz) + mag(K[3] * tx) +
+                  mag(K[4] * ty) + mag(K[5] * tz)) /
+                 mag(tz);
+    const T e[6] = {gap(vx, floor(vx + (T)0.5)) - ex, gap(vy, floor(vy + (T)0.5)) - ey,
+                    gap(o.m2x, (T)-o.rx) - em,        gap(o.m2x, width + o.rx) - em,
+                    gap(o.m2y, (T)-o.ry) - em,        gap(o.m2y, height + o.ry) - em};
     for (int i = 0; i < 6; i++)
         margin = e[i] < margin ? e[i] : margin;
     o.margin = margin;
