@@ -1,5 +1,6 @@
 // Host simulation of pkb/39_ulysses_attention_e2e (no GPU): inputs as problem.cu's generate()
-// draws them (splitmix64 Box-Muller, the scales, the hot positions at trials 2 mod 3), then
+// draws them (splitmix64 Box-Muller, the scales, the hot positions at trials 2 mod 3 with
+// hot_inject's designed margin, its search repeated operation for operation), then
 //   exact    the definition in double from the bf16 inputs;
 //   pkb      PKB's solution() op by op: qkv = bf16(F.linear), the view (B, S, 3, NH, HD),
 //            gather_seq_scatter_heads of q and of the stacked (k, v) as _all_to_all does it
@@ -54,20 +55,97 @@ static float bf16(float x) {
 
 typedef std::vector<float> Vec;
 
+static float normal_at(uint64_t key, size_t i) {
+    const double u1 = pk_splitmix_unit(key + 2 * i), u2 = pk_splitmix_unit(key + 2 * i + 1);
+    return (float)(sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2));
+}
+
 // problem.cu's fill_normal.
-static void fill(Vec &x, size_t count, uint64_t key, float scale, size_t S, uint64_t hot_key) {
+static void fill(Vec &x, size_t count, uint64_t key, float scale) {
     x.resize(count);
-    for (size_t i = 0; i < count; i++) {
-        const double u1 = pk_splitmix_unit(key + 2 * i), u2 = pk_splitmix_unit(key + 2 * i + 1);
-        const double z = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2);
-        float f = scale;
-        if (hot_key) {
-            const size_t row = i / HID, b = row / S, s = row % S;
-            if (pk_splitmix64(hot_key + b) % S == s)
-                f *= HOT;
+    for (size_t i = 0; i < count; i++)
+        x[i] = bf16(scale * normal_at(key, i));
+}
+
+static const int HOT_CANDIDATES = 256;
+static const float HOT_GAP_MIN = 8.f, HOT_PEAK_MIN = 96.f;
+
+static float bf16_steps4(float x) {
+    int e;
+    frexpf(fabsf(x), &e);
+    return x == 0.f ? 0.f : ldexpf(4.f, e - 8);
+}
+
+// problem.cu's hot_inject, operation for operation (its fp32 sums in the same order: lane l of a
+// warp sums e = l, l + 32, ..., then the xor butterfly). Returns the candidate it took; *key_out
+// its margin key (>= 0: every row's gap and the peak as designed).
+static int hot_inject(Vec &hidden, const Vec &wqkv, int B, int S, int HL, uint64_t hot,
+                      float *key_out) {
+    float h[HID], qk[2 * HID], sc[NH * NH];
+    float best_key = -INFINITY;
+    int best_c = 0;
+    for (int b = 0; b < B; b++) {
+        float bk = -INFINITY;
+        int bc = 0;
+        for (int c = 0; c < HOT_CANDIDATES; c++) {
+            const uint64_t ck = pk_splitmix64(hot + ((uint64_t)(b + 1) << 32) + (uint64_t)c);
+            for (int e = 0; e < HID; e++)
+                h[e] = bf16(HOT * normal_at(ck, (size_t)e));
+            for (int o = 0; o < 2 * HID; o++) {
+                float part[32];
+                for (int l = 0; l < 32; l++) {
+                    part[l] = 0.f;
+                    for (int e = l; e < HID; e += 32)
+                        part[l] += h[e] * wqkv[(size_t)o * HID + e];
+                }
+                for (int off = 16; off; off >>= 1) {
+                    float nx[32];
+                    for (int l = 0; l < 32; l++)
+                        nx[l] = part[l] + part[l ^ off];
+                    memcpy(part, nx, sizeof nx);
+                }
+                qk[o] = bf16(part[0]);
+            }
+            for (int t = 0; t < NH * HL; t++) {
+                const int i = t / HL, j = i / HL * HL + t % HL;
+                float d = 0.f;
+                for (int x = 0; x < HD; x++)
+                    d += qk[i * HD + x] * qk[HID + j * HD + x];
+                sc[t] = d * SCALE;
+            }
+            float gap_key = INFINITY, peak = -INFINITY;
+            for (int i = 0; i < NH; i++) {
+                float top = -INFINITY, second = -INFINITY;
+                for (int j = 0; j < HL; j++) {
+                    const float v = sc[i * HL + j];
+                    second = v > top ? top : fmaxf(second, v);
+                    top = fmaxf(top, v);
+                }
+                peak = fmaxf(peak, top);
+                if (HL > 1)
+                    gap_key =
+                        fminf(gap_key, top - second -
+                                           fmaxf(HOT_GAP_MIN,
+                                                 bf16_steps4(fmaxf(fabsf(top), fabsf(second)))));
+            }
+            const float key = fminf(gap_key, peak - HOT_PEAK_MIN);
+            if (key > bk) {
+                bk = key;
+                bc = c;
+            }
+            if (key >= 0.f)
+                break;
         }
-        x[i] = bf16((float)(f * z));
+        const uint64_t ck = pk_splitmix64(hot + ((uint64_t)(b + 1) << 32) + (uint64_t)bc);
+        const size_t s = pk_splitmix64(hot + (uint64_t)b) % (uint64_t)S;
+        for (int e = 0; e < HID; e++)
+            hidden[((size_t)b * S + s) * HID + e] = bf16(HOT * normal_at(ck, (size_t)e));
+        if (b == 0 || bk < best_key)
+            best_key = bk;
+        best_c = bc > best_c ? bc : best_c;
     }
+    *key_out = best_key;
+    return best_c;
 }
 
 struct Rank {
@@ -207,6 +285,8 @@ int main(int argc, char **argv) {
                 pk_splitmix64(seed ^ pk_splitmix64(0x39390000ULL + (uint64_t)trial));
             std::vector<Rank> rk(W);
             std::vector<std::vector<double>> qkv_f(W), qkv_d(W), qkv_a(W);
+            int hot_cand = 0; // the largest candidate index hot_inject took, its worst key
+            float hot_key = INFINITY;
             for (int r = 0; r < W; r++) {
                 float hscale = 1.f;
                 if (trial & 1 && trial % 3 != 2)
@@ -215,11 +295,16 @@ int main(int argc, char **argv) {
                     trial % 3 == 2 ? pk_splitmix64(base + 400 + (uint64_t)r) | 1 : 0;
                 const float ws = (float)(1.0 / sqrt((double)HID));
                 fill(rk[r].hidden, (size_t)rows * HID, pk_splitmix64(base + 100 + (uint64_t)r),
-                     hscale, S, hot);
-                fill(rk[r].wqkv, (size_t)3 * HID * HID, pk_splitmix64(base + 200 + (uint64_t)r), ws,
-                     S, 0);
-                fill(rk[r].wo, (size_t)HID * HID, pk_splitmix64(base + 300 + (uint64_t)r), ws, S,
-                     0);
+                     hscale);
+                fill(rk[r].wqkv, (size_t)3 * HID * HID, pk_splitmix64(base + 200 + (uint64_t)r),
+                     ws);
+                fill(rk[r].wo, (size_t)HID * HID, pk_splitmix64(base + 300 + (uint64_t)r), ws);
+                if (hot) {
+                    float key;
+                    const int c = hot_inject(rk[r].hidden, rk[r].wqkv, B, S, HL, hot, &key);
+                    hot_cand = c > hot_cand ? c : hot_cand;
+                    hot_key = fminf(hot_key, key);
+                }
                 qkv_f[r] = linear(rk[r].hidden, rk[r].wqkv, rows, HID, 3 * HID, 1);
                 qkv_d[r] = linear(rk[r].hidden, rk[r].wqkv, rows, HID, 3 * HID, 0);
                 qkv_a[r] = linear(rk[r].hidden, rk[r].wqkv, rows, HID, 3 * HID, 2);
@@ -413,13 +498,17 @@ int main(int argc, char **argv) {
             for (int e = 0; e < N_EMU; e++)
                 printf("  %s %s (%.3g, norm %.2g%s)", emu_name[e], pass[e] ? "pass" : "FAIL",
                        worst[e], nerr[e], nonfinite[e] ? ", non-finite" : "");
-            printf("  alt vs ref %.3g  pkb vs ref %.3g\n", alt_vs_ref, pkb_vs_ref);
-            // Expected: pkb, ref, correct and alt within the tolerance of fp64 (on hot trials a
-            // near-tie among a hot position's scores, hundreds apart, may put every bf16
-            // implementation outside it: reported, not counted), alt within the tolerance of the
-            // reference (the harness's check), wrong fails, nomax fails exactly on hot trials.
-            if (trial % 3 != 2)
-                failures += !pass[E_PKB] + !pass[E_REF] + !pass[E_CORRECT] + !pass[E_ALT];
+            printf("  alt vs ref %.3g  pkb vs ref %.3g", alt_vs_ref, pkb_vs_ref);
+            if (trial % 3 == 2) // the hot draws: the last candidate taken, the smallest key
+                printf("  hot candidate <= %d, key >= %.3g", hot_cand, hot_key);
+            printf("\n");
+            // Expected: pkb, ref, correct and alt within the tolerance of fp64 (hot trials too:
+            // hot_inject's margin keeps a hot row's top score max(8, 4 bf16 steps) ahead, so
+            // no near-tie), alt and PKB's numerics within the tolerance of the reference (the
+            // harness's check; PKB's: the cross-check), wrong fails, nomax fails exactly on hot
+            // trials.
+            failures += !pass[E_PKB] + !pass[E_REF] + !pass[E_CORRECT] + !pass[E_ALT];
+            failures += pkb_vs_ref > 1;
             failures += pass[E_WRONG] + (alt_vs_ref > 1);
             failures += pass[E_NOMAX] != (trial % 3 != 2);
         }

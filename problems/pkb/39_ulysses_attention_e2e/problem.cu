@@ -243,42 +243,137 @@ static int reference(const pk_problem_call *call) {
 // resolve against fp64; here w_qkv ~ N(0, 1/(NH HD)) and w_o ~ N(0, 1/(NH HD)) (a unit-variance
 // projection, the scores ~ N(0, 1) as PKB's other attention problems), hidden ~ N(0, 1) times a
 // scale per rank and call (1 at even keys, 2^-1..2^1 at odd ones), and at keys 2 mod 3 one hot
-// position per batch and rank whose hidden vector is 8x (its scores 64x: up to hundreds, so a
-// softmax without its running max overflows; see meta.json about.inputs).
+// position per batch and rank whose hidden vector is 8 N(0, 1) (its scores std 64: up to
+// hundreds, so a softmax without its running max overflows), drawn with a designed margin: the
+// first of HOT_CANDIDATES draws whose every (query head, group) row has its top score at least
+// max(8, 4 bf16 steps) above the runner-up (so bf16-rounded scores, PKB's, cannot move the
+// softmax: exp(-8)) and whose largest top score is >= 96 (exp overflows fp32); see meta.json.
 #define HOT_FACTOR 8.f
-__global__ void fill_normal(bf16 *x, size_t count, uint64_t key, float scale, size_t row_len,
-                            size_t S, uint64_t hot_key) {
+#define HOT_CANDIDATES 256
+#define HOT_GAP_MIN 8.f
+#define HOT_PEAK_MIN 96.f
+
+static __device__ float normal_at(uint64_t key, size_t i) {
+    const double u1 = pk_splitmix_unit(key + 2 * i), u2 = pk_splitmix_unit(key + 2 * i + 1);
+    return (float)(sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2));
+}
+
+__global__ void fill_normal(bf16 *x, size_t count, uint64_t key, float scale) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
-         i += (size_t)gridDim.x * blockDim.x) {
-        const double u1 = pk_splitmix_unit(key + 2 * i), u2 = pk_splitmix_unit(key + 2 * i + 1);
-        const double z = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2);
-        float f = scale;
-        if (hot_key) {
-            const size_t row = i / row_len, b = row / S, s = row % S;
-            if (pk_splitmix64(hot_key + b) % S == s)
-                f *= HOT_FACTOR;
+         i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2bfloat16(scale * normal_at(key, i));
+}
+
+// 4 bf16 steps at |x| (8 significand bits: the step is 2^(floor(log2 |x|) - 7)).
+static __device__ float bf16_steps4(float x) {
+    int e;
+    frexpf(fabsf(x), &e); // |x| = f 2^e, f in [0.5, 1)
+    return x == 0.f ? 0.f : ldexpf(4.f, e - 8);
+}
+
+// One block (THREADS) per batch b: the hot position s = splitmix(hot + b) % S gets candidate c's
+// vector HOT_FACTOR N(0, 1) (key splitmix(hot + ((b + 1) << 32) + c)), c the first candidate
+// whose margin key >= 0, else the largest key. The key of a candidate: its q and k rows as the
+// reference computes them (bf16(fp32 sums of bf16 products): lane l sums e = l, l + 32, ... in
+// order, then a butterfly over the lanes, which bench/pkb/sim_39 repeats exactly), the scores
+// scale q_i . k_j (fp32, d in order) of every query head i over its group of HL heads, and
+// min(min_i(gap_i - max(HOT_GAP_MIN, 4 steps of max(|top_i|, |second_i|))), max_i top_i -
+// HOT_PEAK_MIN) (a group of one head has no runner-up).
+__global__ void __launch_bounds__(THREADS)
+    hot_inject(bf16 *hidden, const bf16 *w_qkv, size_t S, int NH, int HD, int HL, float scale,
+               uint64_t hot) {
+    extern __shared__ float sh[]; // h (hid), q | k (2 hid), scores (NH HL), the key
+    const int hid = NH * HD, b = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    float *h = sh, *qk = sh + hid, *sc = qk + 2 * hid, *ctl = sc + NH * HL;
+    float best_key = -INFINITY;
+    int best_c = 0;
+    for (int c = 0; c < HOT_CANDIDATES; c++) {
+        const uint64_t ck = pk_splitmix64(hot + ((uint64_t)(b + 1) << 32) + (uint64_t)c);
+        for (int e = threadIdx.x; e < hid; e += THREADS)
+            h[e] = __bfloat162float(__float2bfloat16(HOT_FACTOR * normal_at(ck, (size_t)e)));
+        __syncthreads();
+        for (int o = warp; o < 2 * hid; o += THREADS / 32) {
+            const bf16 *w = w_qkv + (size_t)o * hid;
+            float part = 0.f;
+            for (int e = lane; e < hid; e += 32)
+                part += h[e] * __bfloat162float(w[e]);
+            for (int off = 16; off; off >>= 1)
+                part += __shfl_xor_sync(0xffffffffu, part, off);
+            if (!lane)
+                qk[o] = __bfloat162float(__float2bfloat16(part));
         }
-        x[i] = __float2bfloat16((float)(f * z));
+        __syncthreads();
+        for (int t = threadIdx.x; t < NH * HL; t += THREADS) {
+            const int i = t / HL, j = i / HL * HL + t % HL;
+            float d = 0.f;
+            for (int x = 0; x < HD; x++)
+                d += qk[i * HD + x] * qk[hid + j * HD + x];
+            sc[t] = d * scale;
+        }
+        __syncthreads();
+        if (!threadIdx.x) {
+            float gap_key = INFINITY, peak = -INFINITY;
+            for (int i = 0; i < NH; i++) {
+                float top = -INFINITY, second = -INFINITY;
+                for (int j = 0; j < HL; j++) {
+                    const float v = sc[i * HL + j];
+                    second = v > top ? top : fmaxf(second, v);
+                    top = fmaxf(top, v);
+                }
+                peak = fmaxf(peak, top);
+                if (HL > 1)
+                    gap_key =
+                        fminf(gap_key, top - second -
+                                           fmaxf(HOT_GAP_MIN,
+                                                 bf16_steps4(fmaxf(fabsf(top), fabsf(second)))));
+            }
+            ctl[0] = fminf(gap_key, peak - HOT_PEAK_MIN);
+        }
+        __syncthreads();
+        const float key = ctl[0];
+        __syncthreads();
+        if (key > best_key) {
+            best_key = key;
+            best_c = c;
+        }
+        if (key >= 0.f)
+            break;
     }
+    const uint64_t ck = pk_splitmix64(hot + ((uint64_t)(b + 1) << 32) + (uint64_t)best_c);
+    const size_t s = pk_splitmix64(hot + (uint64_t)b) % S;
+    for (int e = threadIdx.x; e < hid; e += THREADS)
+        hidden[((size_t)b * S + s) * hid + e] =
+            __float2bfloat16(HOT_FACTOR * normal_at(ck, (size_t)e));
 }
 
 static int generate(const pk_problem_call *call, uint64_t seed, int trial) {
     const pk_ctx *ctx = call->ctx;
     const uint64_t rank = (uint64_t)ctx->rank;
-    const size_t S = (size_t)call->dims[4], hid = (size_t)(call->dims[2] * call->dims[3]);
+    const size_t B = (size_t)call->dims[0], S = (size_t)call->dims[4];
+    const int NH = (int)call->dims[2], HD = (int)call->dims[3];
+    const size_t hid = (size_t)NH * HD;
     const uint64_t base = pk_splitmix64(seed ^ pk_splitmix64(0x39390000ULL + (uint64_t)trial));
     float hscale = 1.f;
     if (trial & 1 && trial % 3 != 2)
         hscale = (float)exp2(2.0 * pk_splitmix_unit(base + 7 + rank) - 1.0);
-    const uint64_t hot = trial % 3 == 2 ? pk_splitmix64(base + 400 + rank) | 1 : 0;
     const float wscale = (float)(1.0 / sqrt((double)hid));
     const uint64_t keys[3] = {pk_splitmix64(base + 100 + rank), pk_splitmix64(base + 200 + rank),
                               pk_splitmix64(base + 300 + rank)};
     const float scales[3] = {hscale, wscale, wscale};
     for (int a = 0; a < 3; a++) {
         fill_normal<<<264, 256, 0, ctx->stream>>>(static_cast<bf16 *>(call->args[a]),
-                                                  call->counts[a], keys[a], scales[a], hid, S,
-                                                  a == 0 ? hot : 0);
+                                                  call->counts[a], keys[a], scales[a]);
+        if (cudaGetLastError() != cudaSuccess)
+            return 2000;
+    }
+    if (trial % 3 == 2) {
+        const int world = ctx->world_size;
+        if (world < 1 || NH % world || !B || !S)
+            return 3001;
+        const size_t shmem = (3 * hid + (size_t)NH * (NH / world) + 1) * sizeof(float);
+        hot_inject<<<(unsigned)B, THREADS, shmem, ctx->stream>>>(
+            static_cast<bf16 *>(call->args[0]), static_cast<const bf16 *>(call->args[1]), S, NH, HD,
+            NH / world, (float)call->params[0], pk_splitmix64(base + 400 + rank) | 1);
         if (cudaGetLastError() != cudaSuccess)
             return 2000;
     }
