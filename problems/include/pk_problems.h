@@ -31,6 +31,12 @@ const char *pk_problem_suite(const pk_problem *p);
 int pk_problem_world_size(const pk_problem *p);
 /* 1 when the problem runs at `world` ranks (meta.json world_sizes). */
 int pk_problem_world_allowed(const pk_problem *p, int world);
+/* 1 when `world` is the single-GPU diagnostic: world 1 outside the problem's world sizes. It runs
+ * only the reference (its numerics and PKB cross-check, no communication), never a candidate. */
+int pk_problem_world_is_diagnostic(const pk_problem *p, int world);
+/* 1 when a job may run at `world`: an allowed world size, or the diagnostic one for the
+ * reference (`reference_only` set). The one rule the job policy, the sizes and the CLI share. */
+int pk_problem_world_admitted(const pk_problem *p, int world, int reference_only);
 /* Its valid world sizes, ascending as listed: copies up to cap, returns how many there are. */
 int pk_problem_world_sizes(const pk_problem *p, int *out, int cap);
 int pk_problem_needs_gpu(const pk_problem *p);

@@ -354,7 +354,7 @@ int pk_cmd_check(int argc, char **argv) {
         pk_problem_set_free(set);
         return 1;
     }
-    if (o.world_size == 1 && o.reference_as_candidate && !pk_problem_world_allowed(p, 1))
+    if (o.reference_as_candidate && pk_problem_world_is_diagnostic(p, o.world_size))
         fprintf(stderr,
                 "pkgym check: world size 1 is not one of %s's world sizes: a single-GPU "
                 "diagnostic of the reference (its numerics; no communication is exercised)\n",

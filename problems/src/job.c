@@ -143,11 +143,8 @@ int pk_job_create(const pk_problem *p, const char *source, const pk_eval_opts *o
     res->trials_planned = job->trials;
     snprintf(res->launcher, sizeof res->launcher, "%s",
              job->opts.launcher ? job->opts.launcher : p->launcher);
-    /* World 1 outside the problem's world sizes: only the reference, on one GPU (its numerics
-     * and pkb cross-check where no second GPU is to be had; no communication is exercised). */
-    int diagnostic_world = job->world == 1 && job->opts.reference_as_candidate;
-    if ((!pk_problem_world_allowed(p, job->world) && !diagnostic_world) || job->trials < 1 ||
-        job->trials > PK_EVAL_MAX_TRIALS) {
+    if (!pk_problem_world_admitted(p, job->world, job->opts.reference_as_candidate) ||
+        job->trials < 1 || job->trials > PK_EVAL_MAX_TRIALS) {
         int world = job->world, trials = job->trials;
         free(job);
         return pk_error_set(err, PK_ERR_INVALID, "%s: world size %d or trials %d not allowed",

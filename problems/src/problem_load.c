@@ -460,6 +460,15 @@ int pk_problem_world_allowed(const pk_problem *p, int world) {
     return 0;
 }
 
+int pk_problem_world_is_diagnostic(const pk_problem *p, int world) {
+    return world == 1 && !pk_problem_world_allowed(p, 1);
+}
+
+int pk_problem_world_admitted(const pk_problem *p, int world, int reference_only) {
+    return pk_problem_world_allowed(p, world) ||
+           (reference_only && pk_problem_world_is_diagnostic(p, world));
+}
+
 int pk_problem_world_sizes(const pk_problem *p, int *out, int cap) {
     for (int i = 0; i < p->n_world_sizes && i < cap; i++)
         out[i] = p->world_sizes[i];

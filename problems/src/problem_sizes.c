@@ -15,8 +15,8 @@ static int eval_opt(const char *expr, const char *const *names, const long long 
 
 int pk_problem_sizes_at(const pk_problem *p, int world, pk_problem_sizes *out, pk_error *err) {
     memset(out, 0, sizeof *out);
-    /* World 1 too: job.c admits it only for the reference (a single-GPU diagnostic). */
-    if (!pk_problem_world_allowed(p, world) && world != 1)
+    /* The diagnostic world too: job.c admits it only for the reference. */
+    if (!pk_problem_world_admitted(p, world, 1))
         return pk_error_set(err, PK_ERR_INVALID, "%s: world size %d is not allowed", p->id, world);
     out->world = world;
     const char *names[PK_MAX_DIMS + 1] = {"world"};

@@ -135,6 +135,15 @@ static void loads_selftest_allgather(void **state) {
     assert_int_equal(sz.counts[1], 16384 * 4);
     assert_int_equal(pk_problem_sizes_at(p, 3, &sz, &err), PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "world size 3"));
+    /* World 1 is not listed: the diagnostic, for the reference only; sizes evaluate there. */
+    assert_true(pk_problem_world_is_diagnostic(p, 1));
+    assert_false(pk_problem_world_is_diagnostic(p, 2));
+    assert_false(pk_problem_world_admitted(p, 1, 0));
+    assert_true(pk_problem_world_admitted(p, 1, 1));
+    assert_true(pk_problem_world_admitted(p, 4, 0));
+    assert_false(pk_problem_world_admitted(p, 3, 1));
+    assert_int_equal(pk_problem_sizes_at(p, 1, &sz, &err), PK_OK);
+    assert_int_equal(sz.counts[1], 16384);
     pk_problem_free(p);
 }
 
