@@ -270,7 +270,7 @@ static int selected(const pk_problem *p, const char *sel) {
     if (!sel || strcmp(sel, "all") == 0)
         return 1;
     if (strncmp(sel, "suite:", 6) == 0)
-        return strcmp(pk_problem_suite(p), sel + 6) == 0;
+        return pk_problem_in_suite(p, sel + 6);
     if (strncmp(sel, "tag:", 4) == 0)
         return pk_problem_has_tag(p, sel + 4);
     size_t n = strlen(pk_problem_id(p));

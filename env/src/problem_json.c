@@ -10,10 +10,14 @@ json_t *pk_problem_summary_json(const pk_problem *p) {
     json_t *world_sizes = json_array();
     for (int i = 0; world_sizes && i < n && i < 16; i++)
         json_array_append_new(world_sizes, json_integer(sizes[i]));
-    return json_pack("{s:s, s:s, s:s, s:i, s:o, s:b, s:o}", "id", pk_problem_id(p), "title",
-                     pk_problem_title(p), "category", pk_problem_category(p), "world_size",
-                     pk_problem_world_size(p), "world_sizes", world_sizes, "needs_gpu",
-                     pk_problem_needs_gpu(p), "tags", tags);
+    json_t *s = json_pack("{s:s, s:s, s:s, s:i, s:o, s:b, s:o}", "id", pk_problem_id(p), "title",
+                          pk_problem_title(p), "category", pk_problem_category(p), "world_size",
+                          pk_problem_world_size(p), "world_sizes", world_sizes, "needs_gpu",
+                          pk_problem_needs_gpu(p), "tags", tags);
+    /* PKB's number, for `suite:pkb` and PKB's table order (absent: not one of PKB's). */
+    if (s && pk_problem_pkb_number(p) > 0)
+        json_object_set_new(s, "pkb", json_integer(pk_problem_pkb_number(p)));
+    return s;
 }
 
 json_t *pk_problem_detail_json(const pk_problem *p) {

@@ -31,6 +31,11 @@ const char *pk_problem_suite(const pk_problem *p);
 int pk_problem_world_size(const pk_problem *p);
 /* 1 when the problem runs at `world` ranks (meta.json world_sizes). */
 int pk_problem_world_allowed(const pk_problem *p, int world);
+/* ParallelKernelBench's number for a problem ported from it (meta.json "pkb"), else 0. */
+int pk_problem_pkb_number(const pk_problem *p);
+/* 1 when the problem belongs to `suite`: its id is "<suite>/...", or suite is "pkb" and it is
+ * one of PKB's problems wherever it lives (the collectives are PKB 1-8). */
+int pk_problem_in_suite(const pk_problem *p, const char *suite);
 /* 1 when `world` is the single-GPU diagnostic: world 1 outside the problem's world sizes. It runs
  * only the reference (its numerics and PKB cross-check, no communication), never a candidate. */
 int pk_problem_world_is_diagnostic(const pk_problem *p, int world);

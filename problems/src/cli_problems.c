@@ -8,15 +8,20 @@
 
 #include "pk_opts.h"
 
-enum { N_OPTS = 2 };
+enum { N_OPTS = 3 };
 
-static void options_table(pk_opt *t, const char **tag, int *json) {
+static void options_table(pk_opt *t, const char **tag, const char **suite, int *json) {
     const pk_opt rows[N_OPTS] = {
         {.type = PK_OPT_STR,
          .name = "--tag",
          .metavar = "T",
          .help = "list only the problems with this tag",
          .dest = tag},
+        {.type = PK_OPT_STR,
+         .name = "--suite",
+         .metavar = "S",
+         .help = "list only suite S (pkb: all of ParallelKernelBench's, collectives included)",
+         .dest = suite},
         {.type = PK_OPT_FLAG,
          .name = "--json",
          .help = "as JSON (the list, or the problem's meta.json)",
@@ -26,17 +31,17 @@ static void options_table(pk_opt *t, const char **tag, int *json) {
 }
 
 static void usage(FILE *f, const pk_opt *t) {
-    fprintf(f, "usage: pkgym problems [list] [--tag T] [--json]\n"
+    fprintf(f, "usage: pkgym problems [list] [--tag T] [--suite S] [--json]\n"
                "       pkgym problems show ID [--json]\n\n"
                "Lists the problem suite, or shows one problem (its prompt, or its meta.json).\n\n");
     pk_opts_help(f, t, N_OPTS);
 }
 
-static void list(const pk_problem_set *set, const char *tag, int json) {
+static void list(const pk_problem_set *set, const char *tag, const char *suite, int json) {
     json_t *arr = json ? json_array() : NULL;
     for (size_t i = 0; i < pk_problem_set_count(set); i++) {
         const pk_problem *p = pk_problem_set_at(set, i);
-        if (tag && !pk_problem_has_tag(p, tag))
+        if ((tag && !pk_problem_has_tag(p, tag)) || (suite && !pk_problem_in_suite(p, suite)))
             continue;
         if (json) {
             json_t *tags = json_array();
@@ -47,6 +52,9 @@ static void list(const pk_problem_set *set, const char *tag, int json) {
                                pk_problem_title(p), "category", pk_problem_category(p),
                                "world_size", pk_problem_world_size(p), "device",
                                pk_problem_needs_gpu(p) ? "gpu" : "host", "tags", tags));
+            if (pk_problem_pkb_number(p) > 0)
+                json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "pkb",
+                                    json_integer(pk_problem_pkb_number(p)));
         } else {
             printf("%-28s %-5s w=%d  %-22s %s\n", pk_problem_id(p),
                    pk_problem_needs_gpu(p) ? "gpu" : "host", pk_problem_world_size(p),
@@ -62,10 +70,10 @@ static void list(const pk_problem_set *set, const char *tag, int json) {
 }
 
 int pk_cmd_problems(int argc, char **argv) {
-    const char *tag = NULL, *show = NULL, *args[2];
+    const char *tag = NULL, *suite = NULL, *show = NULL, *args[2];
     int json = 0, n_args = 0;
     pk_opt t[N_OPTS];
-    options_table(t, &tag, &json);
+    options_table(t, &tag, &suite, &json);
     int prc = pk_opts_parse_args("problems", t, N_OPTS, argc, argv, 1, args, 2, &n_args);
     if (prc == PK_OPTS_HELP) {
         usage(stdout, t);
@@ -93,7 +101,7 @@ int pk_cmd_problems(int argc, char **argv) {
             printf("%s", json ? pk_problem_meta_json(p) : pk_problem_prompt(p));
         }
     } else {
-        list(set, tag, json);
+        list(set, tag, suite, json);
     }
     pk_problem_set_free(set);
     return rc;

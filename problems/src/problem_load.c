@@ -293,9 +293,36 @@ static int load_roofline(loader *ld, json_t *root, pk_problem *p) {
     return PK_OK;
 }
 
+/* "pkb": {"number": N, "reference": "N_name.py"}: the problem is ParallelKernelBench's N,
+ * ported from that reference file (bench/pkb-crosscheck loads it); `suite:pkb` selects it. */
+static int load_pkb(loader *ld, json_t *root, pk_problem *p) {
+    json_t *o = json_object_get(root, "pkb");
+    if (!o)
+        return PK_OK;
+    if (!json_is_object(o))
+        return bad(ld, "pkb", "must be an object {\"number\": N, \"reference\": \"N_name.py\"}");
+    json_t *num = json_object_get(o, "number"), *ref = json_object_get(o, "reference");
+    if (!json_is_integer(num) || json_integer_value(num) < 1 || json_integer_value(num) > 999)
+        return bad(ld, "pkb.number", "must be PKB's problem number, an integer 1-999");
+    if (!json_is_string(ref) || strlen(json_string_value(ref)) >= sizeof p->pkb_reference)
+        return bad(ld, "pkb.reference", "must be PKB's file name \"<number>_<name>.py\"");
+    const char *r = json_string_value(ref);
+    char prefix[16];
+    int len = snprintf(prefix, sizeof prefix, "%lld_", (long long)json_integer_value(num));
+    size_t rl = strlen(r);
+    if (strncmp(r, prefix, (size_t)len) != 0 || rl < (size_t)len + 4 ||
+        strcmp(r + rl - 3, ".py") != 0 || strchr(r, '/'))
+        return bad(ld, "pkb.reference", "must be PKB's file name \"<number>_<name>.py\"");
+    strcpy(p->pkb_reference, r);
+    p->pkb_number = (int)json_integer_value(num);
+    return PK_OK;
+}
+
 static int load_fields(loader *ld, json_t *root, pk_problem *p) {
     char device[8];
     long long v;
+    if (load_pkb(ld, root, p))
+        return PK_ERR_INVALID;
     if (get_string(ld, root, "title", 1, &p->title, NULL) ||
         get_string(ld, root, "category", 1, &p->category, NULL) ||
         get_string(ld, root, "entry", 0, &p->entry, "solution") ||
@@ -458,6 +485,14 @@ int pk_problem_world_allowed(const pk_problem *p, int world) {
         if (p->world_sizes[i] == world)
             return 1;
     return 0;
+}
+
+int pk_problem_pkb_number(const pk_problem *p) {
+    return p->pkb_number;
+}
+
+int pk_problem_in_suite(const pk_problem *p, const char *suite) {
+    return strcmp(p->suite, suite) == 0 || (strcmp(suite, "pkb") == 0 && p->pkb_number > 0);
 }
 
 int pk_problem_world_is_diagnostic(const pk_problem *p, int world) {

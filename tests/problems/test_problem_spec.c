@@ -205,6 +205,25 @@ static void rejects_malformed_meta(void **state) {
                      PK_ERR_INVALID);
     assert_non_null(strstr(err.message, "device_api"));
     assert_int_equal(load_text("{ not json", &err, dir, sizeof dir), PK_ERR_INVALID);
+    /* "pkb": PKB's number and its reference file, whose name starts with that number */
+    static const char *const bad_pkb[] = {
+        "\"pkb\": 13",
+        "\"pkb\": {\"reference\": \"13_gemm.py\"}",
+        "\"pkb\": {\"number\": 0, \"reference\": \"0_x.py\"}",
+        "\"pkb\": {\"number\": 13, \"reference\": \"14_gemm.py\"}",
+        "\"pkb\": {\"number\": 1, \"reference\": \"13_gemm.py\"}",
+        "\"pkb\": {\"number\": 13, \"reference\": \"13_gemm.txt\"}",
+        "\"pkb\": {\"number\": 13, \"reference\": \"13_../x.py\"}",
+        "\"pkb\": {\"number\": 13}"};
+    for (size_t i = 0; i < sizeof bad_pkb / sizeof *bad_pkb; i++) {
+        char meta[512];
+        snprintf(meta, sizeof meta,
+                 "{" BASE ", %s, \"args\": [{\"name\": \"x\", \"dtype\": \"f32\", "
+                 "\"role\": \"input\", \"count\": 4}]}",
+                 bad_pkb[i]);
+        assert_int_equal(load_text(meta, &err, dir, sizeof dir), PK_ERR_INVALID);
+        assert_non_null(strstr(err.message, "pkb"));
+    }
     assert_int_equal(load_text("{" BASE ", \"args\": [{\"name\": \"x\", \"dtype\": \"f32\", "
                                "\"role\": \"input\", \"count\": 4}]}",
                                &err, dir, sizeof dir),
@@ -213,6 +232,9 @@ static void rejects_malformed_meta(void **state) {
     snprintf(top, sizeof top, "/tmp/pk-test-spec-%d", (int)getpid());
     pk_rm_rf(top);
 }
+
+/* ParallelKernelBench has 87 problems; the one not ported yet (0: none). */
+enum { PKB_PROBLEMS = 87, PKB_NOT_YET_PORTED = 77 };
 
 static void loads_the_suite(void **state) {
     (void)state;
@@ -225,6 +247,32 @@ static void loads_the_suite(void **state) {
     for (size_t i = 1; i < pk_problem_set_count(set); i++) /* sorted by id */
         assert_true(strcmp(pk_problem_id(pk_problem_set_at(set, i - 1)),
                            pk_problem_id(pk_problem_set_at(set, i))) < 0);
+    /* PKB's problems (suite:pkb): each of its numbers once, wherever the problem lives; the
+     * collectives are 1-8 and everything under pkb/ is one of them. */
+    const pk_problem *by_number[PKB_PROBLEMS + 1] = {0};
+    int in_suite = 0;
+    for (size_t i = 0; i < pk_problem_set_count(set); i++) {
+        const pk_problem *p = pk_problem_set_at(set, i);
+        int n = pk_problem_pkb_number(p);
+        assert_int_equal(pk_problem_in_suite(p, "pkb"), n > 0);
+        in_suite += pk_problem_in_suite(p, "pkb");
+        if (strcmp(pk_problem_suite(p), "pkb") == 0 ||
+            strcmp(pk_problem_suite(p), "collectives") == 0)
+            assert_true(n > 0);
+        if (n == 0)
+            continue;
+        assert_true(n <= PKB_PROBLEMS);
+        if (by_number[n])
+            fail_msg("PKB %d is both %s and %s", n, pk_problem_id(by_number[n]), pk_problem_id(p));
+        by_number[n] = p;
+    }
+    for (int n = 1; n <= PKB_PROBLEMS; n++)
+        if (!by_number[n] && n != PKB_NOT_YET_PORTED)
+            fail_msg("PKB %d is not in the suite", n);
+    assert_int_equal(in_suite, PKB_PROBLEMS - (PKB_NOT_YET_PORTED > 0));
+    assert_true(pk_problem_in_suite(pk_problem_set_find(set, "collectives/alltoall"), "pkb"));
+    assert_false(pk_problem_in_suite(pk_problem_set_find(set, "collectives/alltoall"), "cuco"));
+    assert_true(pk_problem_in_suite(pk_problem_set_find(set, "selftest/scale"), "selftest"));
     pk_problem_set_free(set);
 }
 

@@ -59,6 +59,10 @@ static int selected(const char *sel, json_t *problem, const char *id) {
         return has_tag(problem, sel + 4);
     if (strncmp(sel, "suite:", 6) == 0) {
         size_t n = strlen(sel + 6);
+        /* suite:pkb is PKB's problems wherever they live (the collectives are its 1-8), as
+         * pk_problem_in_suite: the server lists their number as "pkb". */
+        if (strcmp(sel + 6, "pkb") == 0 && json_integer_value(json_object_get(problem, "pkb")) > 0)
+            return 1;
         return strncmp(id, sel + 6, n) == 0 && id[n] == '/';
     }
     return in_list(sel, id);
