@@ -1,6 +1,10 @@
 // pk_attention.cuh: attention building blocks of the ring-attention references (pkb/54; meant
 // for 55-57 too, issue #29).
 //
+// Prompt: flash-attention tiles: one CTA per 64 query rows, 64-key tiles, bf16 tensor cores
+// (mma.sync), fp32 accumulation, online softmax, logsumexp merge of partial results; forward (head
+// dim 64 or 128, causal or not, grouped-query) and backward.
+//
 // Two layers:
 //   - scalar math, host and device (tested on the host: tests/problems/test_attention.c):
 //     the online softmax of one row (running max m and sum l of exp(s - m), the factor that

@@ -2,6 +2,8 @@
 // distributed_rfft, pkb/60 distributed_irfft; issue 33), for their references, simulations and
 // tests/problems/test_fft_transpose.c (C).
 //
+// Prompt: the distributed transposes of the 2-D FFTs: pack, NCCL all-to-all, unpack.
+//
 // PKB's _all_to_all_transpose splits a rank's tensor into W chunks along one dimension
 // (torch.split, each chunk made contiguous), sends chunk k to rank k (dist.all_to_all) and
 // concatenates the W received chunks, in rank order, along another dimension. Seen as a

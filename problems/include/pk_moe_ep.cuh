@@ -1,6 +1,9 @@
 // pk_moe_ep.cuh: the expert-parallel MoE forward of PKB 49-51 (moe_ep_balanced, moe_ep_wide,
 // moe_ep_narrow; issue #29), the pieces their references, generators and checkers share.
 //
+// Prompt: the router softmax, top-K (ties to the lower index) and expert-major permutation shared
+// by the expert-parallel MoE reference and its checker.
+//
 // The three are one workload with three expert counts: every rank routes its own M tokens with
 // its own router (softmax of x gate_weight^T + gate_bias, top-K), sends each (token, expert) row
 // to the expert's owner, runs its experts (one SiLU-gated MLP per rank: PKB applies the rank's

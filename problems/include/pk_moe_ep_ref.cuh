@@ -4,6 +4,10 @@
 // rank's expert MLP: w_gate (I x N), b_gate (I), w_up (I x N), b_up (I), w_down (N x I),
 // b_down (N), all bf16; the output out (M x N bf16). Dims M, N, I, E, K.
 //
+// Prompt: the expert-parallel MoE forward as PyTorch runs it: cuBLASLt router linear, softmax,
+// top-K, all-gather of the expert counts, grouped ncclSend/ncclRecv dispatch and combine, the
+// expert MLP as three cuBLASLt linears.
+//
 // reference(): PKB's solution() as PyTorch runs it, one op after another: the router linear
 // (cuBLASLt, bias epilogue, bf16 logits), softmax (fp32, bf16 probabilities), top-K (ties to the
 // lower index), expert counts, their all-gather in the EP group and a host synchronisation

@@ -2,6 +2,10 @@
 // (bf16 linear, softmax, top-k), expert-major permutation, variable-size all-to-all dispatch,
 // the rank's expert MLP (SwiGLU, optional LoRA), all-to-all back and the weighted combine.
 //
+// Prompt: the fused MoE forward as PyTorch runs it: router linear, softmax, top-k, expert-major
+// permutation, variable-size all-to-all dispatch, SwiGLU expert MLP with cuBLAS (optional LoRA),
+// all-to-all back, weighted combine.
+//
 // PKB's experts: every rank holds ONE MLP (gate_proj, up_proj, down_proj: nn.Linear with bias,
 // drawn per rank), applied to every row the rank receives, whatever its local expert. So expert
 // e's weights are those of rank e / El (El = E / W), and the grouped GEMM over the local experts

@@ -1,5 +1,7 @@
 // pk_moe_routing.cuh: token-to-expert routings for the MoE problems' generate() (issue #29).
 //
+// Prompt: the input generator's token-to-expert routings (not timed).
+//
 // PKB draws every token's experts uniformly, so every expert gets about the same share and no
 // split is ever zero: a kernel that assumes balance passes. Here a call's routing is one of
 // four modes, chosen by the call's key (trial or timed call), drawn from (seed, key) the same

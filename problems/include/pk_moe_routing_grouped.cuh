@@ -1,6 +1,8 @@
 // pk_moe_routing_grouped.cuh: DeepSeek-V3's group-limited routing, for generate() of the cuco/
 // MoE problems (issue 29) and their host simulations (plain C++ on the host, the same code).
 //
+// Prompt: the input generator's group-limited routings (not timed).
+//
 // DeepSeek-V3 routes each token to K = 8 of E = 256 experts, which sit in G = 8 groups of 32,
 // and only within TG = 4 groups (node-limited routing: each token reaches at most TG groups).
 // pk_moe_routing.cuh (pkb/26-29) holds at most 64 experts and knows no groups, so this is a

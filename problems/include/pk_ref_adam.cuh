@@ -1,5 +1,7 @@
 // The reference library's Adam step in PyTorch's bf16 op-by-op chain, shared by pkb/40, 41 and
 // 42 (47 adds decoupled weight decay and keeps its own). Needs THREADS (pk_ref_mlp.cuh).
+//
+// Prompt: Adam as PyTorch's bf16 op-by-op chain, one elementwise kernel.
 #pragma once
 
 #include "pk_ref_mlp.cuh"

@@ -3,6 +3,9 @@
 // each, one translation unit each: static definitions are safe here). init()/fini() own the
 // cuBLAS handles and the cuBLASLt workspace; mlp_grads() writes the flat gradient in PKB's
 // _flatten_dense_tensors order.
+//
+// Prompt: the two-layer MLP forward and backward in PyTorch's bf16 op order: cuBLAS/cuBLASLt GEMMs
+// with fp32 accumulation, elementwise kernels.
 #pragma once
 
 #include "pk_problem_module.h"

@@ -1,6 +1,8 @@
 // pk_ref_siglip.cuh: the batches pkb/58_openclip_contrastive_loss's generate() draws (issue 33),
 // for problem.cu's generate() and the host simulation bench/pkb/sim_58_siglip_loss.c (C).
 //
+// Prompt: the input generator's batches (not timed).
+//
 // PKB's image and text features are independent random unit vectors on every rank: every
 // cosine is ~N(0, 1/D), every negative pair's term of the sigmoid loss is ~e^bias, and a kernel
 // can skip the other ranks' texts (the local negatives times W), read half of them, or assume

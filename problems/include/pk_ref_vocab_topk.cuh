@@ -6,6 +6,9 @@
 // cumulative sums within rounding of the threshold), the all-to-all over the reference's NCCL
 // window, the input generator and the checker's error accumulation. Each problem.cu keeps its
 // own output layout, reference driver and comparison kernel.
+//
+// Prompt: the top-k/top-p filter as a per-token kernel (sort, bf16 softmax, cumulative sum), the
+// all-to-all over NCCL, and the checker's admissible cuts.
 #pragma once
 
 #include "pk_problem_module.h"

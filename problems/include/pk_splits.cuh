@@ -1,6 +1,8 @@
 // pk_splits.cuh: skewed all-to-all split matrices and skewed node degrees for the generate() of
 // the exchange problems (issue 33: pkb/66 and later ports).
 //
+// Prompt: the input generator's split sizes and node degrees (not timed).
+//
 // PKB splits every all-to-all evenly and draws every index uniformly, so a kernel that assumes
 // equal splits or spread-out indices passes. Here a call's split matrix S (S[i][j] rows rank i
 // sends to rank j; every row sums to M, every column to at most C) is drawn from (seed, salt,

@@ -2,6 +2,9 @@
 // registered work buffer for host-driven NCCL, the grouped send/recv of the W - 1 remote chunks
 // (PKB's dist.all_to_all), and the custom checker of an output whose used part is a prefix of
 // its capacity (the sequence length or unpadded size is a per-call parameter).
+//
+// Prompt: the all-to-all as host-driven grouped ncclSend/ncclRecv over a registered buffer, and the
+// checker of variable-length outputs.
 #ifndef PK_ULYSSES_CUH
 #define PK_ULYSSES_CUH
 

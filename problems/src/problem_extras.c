@@ -104,11 +104,18 @@ int pk_append_reference(const char *file, json_t *root, pk_problem *p, pk_error 
                        "This is the problem module's `reference()`: plain CUDA kernels, cuBLAS "
                        "and host-driven NCCL, one after another. `invoke()` shows how your "
                        "entry point is called.\n\n```cuda\n";
-    size_t n = strlen(p->prompt) + strlen(head) + strlen(src) + 8;
+    char *note = NULL;
+    rc = pk_reference_library_note(p->dir, src, &note, err);
+    if (rc) {
+        free(src);
+        return rc;
+    }
+    size_t n = strlen(p->prompt) + strlen(head) + strlen(src) + (note ? strlen(note) : 0) + 8;
     char *prompt = malloc(n);
     if (prompt)
-        snprintf(prompt, n, "%s%s%s```\n", p->prompt, head, src);
+        snprintf(prompt, n, "%s%s%s```\n%s", p->prompt, head, src, note ? note : "");
     free(src);
+    free(note);
     if (!prompt)
         return pk_error_set(err, PK_ERR_NOMEM, "out of memory");
     free(p->prompt);

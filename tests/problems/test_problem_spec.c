@@ -1,4 +1,5 @@
 /* Loader, expressions and sizes of meta.json. */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -276,6 +277,46 @@ static void loads_the_suite(void **state) {
     pk_problem_set_free(set);
 }
 
+/* A reference that calls the reference library says so under its listing, with what each
+ * header does (its "// Prompt:" paragraph), so the prompt does not pass a partial baseline off
+ * as the whole; every library header has that paragraph. */
+static void prompt_names_the_reference_library(void **state) {
+    (void)state;
+    pk_problem_set *set = NULL;
+    pk_error err;
+    assert_int_equal(pk_problem_set_load(PK_PROBLEMS_SRC, "/mods", &set, &err), PK_OK);
+    const char *p39 = pk_problem_prompt(pk_problem_set_find(set, "pkb/39_ulysses_attention_e2e"));
+    const char *att = strstr(p39, "- `pk_attention.cuh` (");
+    assert_non_null(att);
+    assert_non_null(strstr(att, "lines): flash-attention tiles"));
+    assert_non_null(strstr(p39, "- `pk_ulysses.cuh` ("));
+    /* through another header: pkb/49's problem.cu includes pk_moe_ep_ref.cuh only */
+    const char *p49 = pk_problem_prompt(pk_problem_set_find(set, "pkb/49_moe_ep_balanced"));
+    assert_non_null(strstr(p49, "- `pk_moe_ep.cuh` ("));
+    const char *p13 = pk_problem_prompt(pk_problem_set_find(set, "pkb/13_gemm_allreduce"));
+    assert_null(strstr(p13, "reference library"));
+    pk_problem_set_free(set);
+
+    DIR *d = opendir(PK_PROBLEMS_SRC "/include");
+    assert_non_null(d);
+    int headers = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "pk_", 3) != 0 || n < 5 || strcmp(e->d_name + n - 4, ".cuh") != 0)
+            continue;
+        char *path = pk_path_join(PK_PROBLEMS_SRC "/include", e->d_name), *text = NULL;
+        assert_int_equal(pk_read_file(path, &text, NULL, &err), PK_OK);
+        if (!strstr(text, "\n// Prompt: "))
+            fail_msg("%s has no \"// Prompt:\" paragraph (what models are told it does)",
+                     e->d_name);
+        headers++;
+        free(text);
+        free(path);
+    }
+    closedir(d);
+    assert_true(headers >= 13);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(expressions),
@@ -285,6 +326,7 @@ int main(void) {
         cmocka_unit_test(loads_selftest_allgather),
         cmocka_unit_test(rejects_malformed_meta),
         cmocka_unit_test(loads_the_suite),
+        cmocka_unit_test(prompt_names_the_reference_library),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
