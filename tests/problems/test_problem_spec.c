@@ -297,6 +297,32 @@ static void prompt_names_the_reference_library(void **state) {
     assert_null(strstr(p13, "reference library"));
     pk_problem_set_free(set);
 
+    /* Where the library is not visible (the runner's sandbox binds only the problem's own
+     * directory) the problem still loads: the headers are named without details. */
+    char dir[256], *src = NULL;
+    snprintf(dir, sizeof dir, "/tmp/pk-test-spec-lib-%d/pkb/39_ulysses_attention_e2e",
+             (int)getpid());
+    assert_int_equal(pk_mkdir_p(dir, &err), PK_OK);
+    static const char *const files[] = {"meta.json", "prompt.md", "problem.cu"};
+    for (size_t i = 0; i < 3; i++) {
+        char *from = pk_path_join(PK_PROBLEMS_SRC "/pkb/39_ulysses_attention_e2e", files[i]);
+        char *to = pk_path_join(dir, files[i]);
+        size_t n = 0;
+        assert_int_equal(pk_read_file(from, &src, &n, &err), PK_OK);
+        assert_int_equal(pk_write_file(to, src, n, &err), PK_OK);
+        free(src);
+        free(from);
+        free(to);
+    }
+    pk_problem *alone = NULL;
+    assert_int_equal(
+        pk_problem_load_dir(dir, "pkb", "39_ulysses_attention_e2e", NULL, &alone, &err), PK_OK);
+    assert_non_null(strstr(pk_problem_prompt(alone), "- `pk_attention.cuh`\n"));
+    pk_problem_free(alone);
+    char top[256];
+    snprintf(top, sizeof top, "/tmp/pk-test-spec-lib-%d", (int)getpid());
+    pk_rm_rf(top);
+
     DIR *d = opendir(PK_PROBLEMS_SRC "/include");
     assert_non_null(d);
     int headers = 0;
