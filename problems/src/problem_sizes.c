@@ -67,6 +67,11 @@ int pk_problem_sizes_at(const pk_problem *p, int world, pk_problem_sizes *out, p
             eval_opt(ph->hbm_bytes, names, vals, n, &out->hbm_bytes[i], err) ||
             eval_opt(ph->nvlink_bytes, names, vals, n, &out->nvlink_bytes[i], err))
             return PK_ERR_INVALID;
+        /* One rank has no peer: nothing crosses NVLink, whatever the formula (broadcast's
+         * "2*n" does not vanish at W = 1), or the diagnostic world's floor would reject the
+         * reference itself. */
+        if (world == 1)
+            out->nvlink_bytes[i] = 0;
     }
     return PK_OK;
 }

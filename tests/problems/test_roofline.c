@@ -251,6 +251,19 @@ static void allreduce_worked_example(void **state) {
         assert_true(rl.no_overlap_us == rl.floor_us); /* one phase */
     }
     pk_problem_free(p);
+    /* The single-GPU diagnostic: no peer, no NVLink bytes, even where the formula does not
+     * vanish at W = 1 (broadcast's 2 n); the floor is the HBM traffic. */
+    assert_int_equal(pk_problem_load_dir(PK_PROBLEMS_SRC "/collectives/broadcast", "collectives",
+                                         "broadcast", NULL, &p, &err),
+                     PK_OK);
+    assert_int_equal(pk_problem_sizes_at(p, 1, &sz, &err), PK_OK);
+    assert_true(sz.nvlink_bytes[0] == 0);
+    pk_roofline rl;
+    pk_roofline_compute(p, &sz, &hw, &rl);
+    assert_string_equal(rl.bound_by, "HBM");
+    assert_int_equal(pk_problem_sizes_at(p, 2, &sz, &err), PK_OK);
+    assert_true(sz.nvlink_bytes[0] > 0);
+    pk_problem_free(p);
 }
 
 int main(void) {
