@@ -13,7 +13,7 @@ of every height class of problem.cu's shard_heights() (ported with pk_splitmix64
 give PKB's result (a line-by-line port of 87_conv2d_boundary_exchange.py's solution() on the
 shards x[:, :h_r]: all-gather of (first row, last row), cat, conv2d(padding=(0, 1))), then
 zeros below the shard;
-and applies meta.json's tolerance (|d| <= 0.016 |want| + 0.025 rms(want), norm-wise half of
+and applies meta.json's tolerance (|d| <= 0.016 |want| + 0.05 rms(want), norm-wise half of
 that) to wrong.cu, shortcut_skip_exchange.cu and shortcut_assumed_equal_heights.cu, counting the
 calls each fails per class (expected.json: all incorrect; equal heights passes class 0 only).
 Usage: python3 bench/pkb/sim_87_conv2d_boundary_exchange.py [calls_per_class]"""
@@ -149,9 +149,9 @@ def variant(name, xs_all, hs, ws, bs, rank, world, C, H, Wd):
     return gemm_conv(build_xs(x, hh, top, bot, C, H, Wd), ws[rank], bs[rank], hh, C, H, Wd)
 
 
-def passes(want, got):  # meta.json: rtol 0.016, atol_rms 0.025; norm-wise max(.)/2
+def passes(want, got):  # meta.json: rtol 0.016, atol_rms 0.05; norm-wise max(.)/2
     rms = math.sqrt(sum(v * v for v in want) / len(want))
-    tol = 0.025 * rms
+    tol = 0.05 * rms
     for a, g in zip(want, got):
         if abs(g - a) > tol + 0.016 * abs(a):
             return False

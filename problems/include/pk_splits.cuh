@@ -89,6 +89,8 @@ static inline void pk_splits_make(uint64_t seed, uint64_t salt, int key, int W, 
                 w[(hot + 1) % W] = 1.0;
             pk_splits_apportion(M - to_hot, w, W, row);
             row[hot] += to_hot;
+        } else if (W == 1) { // local, no peer (the single-GPU diagnostic)
+            row[0] = M;
         } else {
             const int peer =
                 (i + 1 + (int)(pk_splitmix64(base + 3000 + (uint64_t)i) % (uint64_t)(W - 1))) % W;

@@ -117,7 +117,8 @@ static int generate(const pk_problem_call *call, uint64_t seed, int key) {
     const pk_ctx *ctx = call->ctx;
     const long long tokens = call->dims[0] * call->dims[1];
     const uint64_t k = pk_splitmix64(seed ^ pk_splitmix64((uint64_t)(unsigned)key));
-    const int empty = key % 4 == 3 ? (key / 4) % ctx->world_size : -1;
+    // At W = 1 (the single-GPU diagnostic) the only rank cannot be the empty one (no tokens).
+    const int empty = key % 4 == 3 && ctx->world_size > 1 ? (key / 4) % ctx->world_size : -1;
     long long total = 0, mine = 0;
     for (int q = 0; q < ctx->world_size; q++) {
         const long long n =

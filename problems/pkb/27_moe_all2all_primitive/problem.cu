@@ -133,6 +133,8 @@ static void make_splits(uint64_t seed, int key, int W, long long M, long long C,
                 w[(hot + 1) % W] = 1.0;
             apportion(M - to_hot, w, W, row);
             row[hot] += to_hot;
+        } else if (W == 1) { // local, no peer (the single-GPU diagnostic)
+            row[0] = M;
         } else {
             const int peer =
                 (i + 1 + (int)(draw(base, 3000 + (uint64_t)i) % (uint64_t)(W - 1))) % W;

@@ -118,7 +118,7 @@ static void row_counts(uint64_t seed, int key, int world, long long M, long long
     const int cls = key == KEY_POST_TIMING ? 0 : key % 5;
     for (int r = 0; r < world; r++)
         len[r] = cls == 1 ? M : draw(r, cls == 0 || cls == 4 ? 1 : 0, M);
-    if (cls == 0) {
+    if (cls == 0 && world > 1) { // W = 1 (the diagnostic) has no second rank
         const int empty = (int)draw(100, 0, world - 1);
         len[empty] = 0;
         len[(empty + 1 + (int)draw(101, 0, world - 2)) % world] = M;

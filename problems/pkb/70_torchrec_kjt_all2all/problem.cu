@@ -290,7 +290,9 @@ static void make_key_splits(uint64_t seed, int key, int W, long long F, long lon
     const int mode = ((key % 4) + 4) % 4;
     double w[PK_MAX_RANKS];
     const int hot = (int)(pk_splitmix64(base + 1) % (uint64_t)W);
-    const int empty = (hot + 1 + (int)(pk_splitmix64(base + 2) % (uint64_t)(W - 1))) % W;
+    // W = 1 (the single-GPU diagnostic): no other rank to leave empty.
+    const int empty =
+        W > 1 ? (hot + 1 + (int)(pk_splitmix64(base + 2) % (uint64_t)(W - 1))) % W : hot;
     for (int d = 0; d < W; d++) {
         if (mode == 0)
             w[d] = 1.0 + d % 3;

@@ -214,7 +214,7 @@ static void chunk_lengths(uint64_t seed, int key, int world, long long L, long l
     const int cls = key == KEY_POST_TIMING ? 1 : key % 5;
     for (int r = 0; r < world; r++)
         len[r] = cls == 0 ? L : draw(r, cls == 4 ? (L + 1) / 2 : K - 1, L);
-    if (cls == 2) {
+    if (cls == 2 && world > 1) { // W = 1 (the diagnostic) has no second rank
         const int one = (int)draw(100, 0, world - 1);
         len[one] = K - 1;
         len[(one + 1 + (int)draw(101, 0, world - 2)) % world] = L;

@@ -291,7 +291,7 @@ static void shard_heights(uint64_t seed, int key, int world, long long H, long l
     const int cls = key == KEY_POST_TIMING ? 1 : key % 5;
     for (int r = 0; r < world; r++)
         len[r] = cls == 0 ? H : draw(r, cls == 4 ? (H + 1) / 2 : 1, H);
-    if (cls == 2) {
+    if (cls == 2 && world > 1) { // W = 1 (the diagnostic) has no second rank
         const int one = (int)draw(100, 0, world - 1);
         len[one] = 1;
         len[(one + 1 + (int)draw(101, 0, world - 2)) % world] = H;
