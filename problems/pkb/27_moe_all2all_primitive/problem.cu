@@ -8,6 +8,7 @@
 // .tolist()), a memset of the zero rows, the local rows copied, grouped ncclSend/ncclRecv.
 #include "pk_problem_module.h"
 #include "pk_splitmix.h"
+#include "pk_splits.cuh"
 
 #include <cuda_bf16.h>
 #include <math.h>
@@ -71,98 +72,9 @@ static int reference(const pk_problem_call *call) {
     return rc ? rc : end;
 }
 
-// The split matrix S[i][j] (rows rank i sends to rank j) of one call: every row sums to M,
-// every column to at most C. The same on every rank (drawn from (seed, key) alone).
-struct Splits {
-    long long s[PK_MAX_RANKS][PK_MAX_RANKS];
-};
-
-static uint64_t draw(uint64_t base, uint64_t i) {
-    return pk_splitmix64(base + i);
-}
-static double unit(uint64_t base, uint64_t i) {
-    return pk_splitmix_unit(base + i);
-}
-
-// total split over n slots in proportion to w (some w > 0), remainders to the largest weight.
-static void apportion(long long total, const double *w, int n, long long *out) {
-    double sum = 0;
-    int big = 0;
-    for (int j = 0; j < n; j++) {
-        sum += w[j];
-        big = w[j] > w[big] ? j : big;
-    }
-    long long used = 0;
-    for (int j = 0; j < n; j++) {
-        out[j] = (long long)floor((double)total * (w[j] / sum));
-        used += out[j];
-    }
-    out[big] += total - used;
-}
-
-// Modes by key % 4: balanced (PKB's equal splits, the remainder to the last rank), skewed
-// (random weights, ~30% of them zero), hot receiver (every rank sends C / W rows to one rank,
-// which then receives C rows; at W = 2 the other receives none), mostly local (80% of the rows
-// stay, the rest go to one peer). Columns above C are then evened out.
-static void make_splits(uint64_t seed, int key, int W, long long M, long long C, Splits *S) {
-    const uint64_t base =
-        pk_splitmix64(seed ^ pk_splitmix64(0x61326100ULL + (uint64_t)(unsigned)key));
-    const int mode = ((key % 4) + 4) % 4;
-    const int hot = (int)(draw(base, 1) % (uint64_t)W);
-    for (int i = 0; i < W; i++) {
-        double w[PK_MAX_RANKS];
-        long long *row = S->s[i];
-        for (int j = 0; j < W; j++) {
-            const uint64_t k = 16 + (uint64_t)i * PK_MAX_RANKS + (uint64_t)j;
-            w[j] = unit(base, 1000 + k) < 0.3 ? 0.0 : exp(4.0 * unit(base, k));
-        }
-        w[(int)(draw(base, 2000 + (uint64_t)i) % (uint64_t)W)] += 1.0; // some weight is > 0
-        if (mode == 0) {
-            for (int j = 0; j < W; j++)
-                row[j] = M / W;
-            row[W - 1] += M % W;
-        } else if (mode == 1) {
-            apportion(M, w, W, row);
-        } else if (mode == 2) {
-            const long long to_hot = C / W < M ? C / W : M;
-            w[hot] = 0.0;
-            double rest = 0;
-            for (int j = 0; j < W; j++)
-                rest += w[j];
-            if (rest <= 0.0)
-                w[(hot + 1) % W] = 1.0;
-            apportion(M - to_hot, w, W, row);
-            row[hot] += to_hot;
-        } else if (W == 1) { // local, no peer (the single-GPU diagnostic)
-            row[0] = M;
-        } else {
-            const int peer =
-                (i + 1 + (int)(draw(base, 3000 + (uint64_t)i) % (uint64_t)(W - 1))) % W;
-            for (int j = 0; j < W; j++)
-                row[j] = 0;
-            row[peer] = M / 5;
-            row[i] = M - M / 5;
-        }
-    }
-    for (int j = 0; j < W; j++) { // move rows of full columns to columns with room
-        long long col[PK_MAX_RANKS] = {0};
-        for (int i = 0; i < W; i++)
-            for (int k = 0; k < W; k++)
-                col[k] += S->s[i][k];
-        for (int i = 0; i < W && col[j] > C; i++)
-            for (int k = 0; k < W && col[j] > C; k++) {
-                if (k == j || col[k] >= C)
-                    continue;
-                long long mv = col[j] - C;
-                mv = mv < S->s[i][j] ? mv : S->s[i][j];
-                mv = mv < C - col[k] ? mv : C - col[k];
-                S->s[i][j] -= mv;
-                S->s[i][k] += mv;
-                col[j] -= mv;
-                col[k] += mv;
-            }
-    }
-}
+// The split matrix of one call (pk_splits.cuh: every row sums to M, every column to at most
+// C; the same on every rank, drawn from (seed, key) alone).
+typedef PkSplits Splits;
 
 __global__ void splits_kernel(Splits S, int rank, int W, int64_t *in, int64_t *out) {
     const int j = threadIdx.x;
@@ -175,7 +87,7 @@ __global__ void splits_kernel(Splits S, int rank, int W, int64_t *in, int64_t *o
 static int generate(const pk_problem_call *call, uint64_t seed, int key) {
     const pk_ctx *ctx = call->ctx;
     Splits S;
-    make_splits(seed, key, ctx->world_size, call->dims[0], call->dims[2], &S);
+    pk_splits_make(seed, 0x61326100ULL, key, ctx->world_size, call->dims[0], call->dims[2], &S);
     splits_kernel<<<1, 32, 0, ctx->stream>>>(S, ctx->rank, ctx->world_size,
                                              static_cast<int64_t *>(call->args[1]),
                                              static_cast<int64_t *>(call->args[2]));

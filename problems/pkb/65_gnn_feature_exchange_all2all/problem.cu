@@ -13,6 +13,7 @@
 // are consistent: counts_received_p[(r - p) % W] == counts_sent_r[(p - r) % W].
 #include "pk_problem_module.h"
 #include "pk_splitmix.h"
+#include "pk_splits.cuh"
 
 #include <cuda_bf16.h>
 #include <math.h>
@@ -150,98 +151,9 @@ static int reference(const pk_problem_call *call) {
     return rc ? rc : end;
 }
 
-// The split matrix S[i][j] (rows rank i sends to rank j) of one call: every row sums to T, every
-// column to at most O; the same on every rank (drawn from (seed, key) alone). pkb/27's
-// make_splits (problems/pkb/27_moe_all2all_primitive/problem.cu), copied: modes by key % 4:
-// balanced (PKB's equal counts, the remainder to the last rank), skewed (random weights, ~30%
-// of them zero), hot receiver (every rank sends O / W rows to one rank, which then receives O
-// rows; at W = 2 the other receives none), mostly local (80% of the rows stay, the rest go to
-// one peer). Columns above O are then evened out.
-struct Splits {
-    long long s[PK_MAX_RANKS][PK_MAX_RANKS];
-};
-
-static uint64_t draw(uint64_t base, uint64_t i) {
-    return pk_splitmix64(base + i);
-}
-static double unit(uint64_t base, uint64_t i) {
-    return pk_splitmix_unit(base + i);
-}
-
-static void apportion(long long total, const double *w, int n, long long *out) {
-    double sum = 0;
-    int big = 0;
-    for (int j = 0; j < n; j++) {
-        sum += w[j];
-        big = w[j] > w[big] ? j : big;
-    }
-    long long used = 0;
-    for (int j = 0; j < n; j++) {
-        out[j] = (long long)floor((double)total * (w[j] / sum));
-        used += out[j];
-    }
-    out[big] += total - used;
-}
-
-static void make_splits(uint64_t seed, int key, int W, long long M, long long C, Splits *S) {
-    const uint64_t base =
-        pk_splitmix64(seed ^ pk_splitmix64(0x65326100ULL + (uint64_t)(unsigned)key));
-    const int mode = ((key % 4) + 4) % 4;
-    const int hot = (int)(draw(base, 1) % (uint64_t)W);
-    for (int i = 0; i < W; i++) {
-        double w[PK_MAX_RANKS];
-        long long *row = S->s[i];
-        for (int j = 0; j < W; j++) {
-            const uint64_t k = 16 + (uint64_t)i * PK_MAX_RANKS + (uint64_t)j;
-            w[j] = unit(base, 1000 + k) < 0.3 ? 0.0 : exp(4.0 * unit(base, k));
-        }
-        w[(int)(draw(base, 2000 + (uint64_t)i) % (uint64_t)W)] += 1.0; // some weight is > 0
-        if (mode == 0) {
-            for (int j = 0; j < W; j++)
-                row[j] = M / W;
-            row[W - 1] += M % W;
-        } else if (mode == 1) {
-            apportion(M, w, W, row);
-        } else if (mode == 2) {
-            const long long to_hot = C / W < M ? C / W : M;
-            w[hot] = 0.0;
-            double rest = 0;
-            for (int j = 0; j < W; j++)
-                rest += w[j];
-            if (rest <= 0.0)
-                w[(hot + 1) % W] = 1.0;
-            apportion(M - to_hot, w, W, row);
-            row[hot] += to_hot;
-        } else if (W == 1) { // local, no peer (the single-GPU diagnostic)
-            row[0] = M;
-        } else {
-            const int peer =
-                (i + 1 + (int)(draw(base, 3000 + (uint64_t)i) % (uint64_t)(W - 1))) % W;
-            for (int j = 0; j < W; j++)
-                row[j] = 0;
-            row[peer] = M / 5;
-            row[i] = M - M / 5;
-        }
-    }
-    for (int j = 0; j < W; j++) { // move rows of full columns to columns with room
-        long long col[PK_MAX_RANKS] = {0};
-        for (int i = 0; i < W; i++)
-            for (int k = 0; k < W; k++)
-                col[k] += S->s[i][k];
-        for (int i = 0; i < W && col[j] > C; i++)
-            for (int k = 0; k < W && col[j] > C; k++) {
-                if (k == j || col[k] >= C)
-                    continue;
-                long long mv = col[j] - C;
-                mv = mv < S->s[i][j] ? mv : S->s[i][j];
-                mv = mv < C - col[k] ? mv : C - col[k];
-                S->s[i][j] -= mv;
-                S->s[i][k] += mv;
-                col[j] -= mv;
-                col[k] += mv;
-            }
-    }
-}
+// The split matrix of one call (pk_splits.cuh: every row sums to M, every column to at most
+// C; the same on every rank, drawn from (seed, key) alone).
+typedef PkSplits Splits;
 
 // Rank r's counts in PKB's rotated order: counts_received[k] = S[r][(r + k) % W] (the gathered
 // chunk k goes to rank (r + k) % W), counts_sent[k] = S[(r + k) % W][r] (the output chunk k
@@ -278,7 +190,7 @@ static int generate(const pk_problem_call *call, uint64_t seed, int key) {
     const pk_ctx *ctx = call->ctx;
     const long long F = call->dims[0], T = call->dims[2], O = call->dims[3];
     Splits S;
-    make_splits(seed, key, ctx->world_size, T, O, &S);
+    pk_splits_make(seed, 0x65326100ULL, key, ctx->world_size, T, O, &S);
     counts_kernel<<<1, 32, 0, ctx->stream>>>(S, ctx->rank, ctx->world_size,
                                              static_cast<int64_t *>(call->args[2]),
                                              static_cast<int64_t *>(call->args[3]));
