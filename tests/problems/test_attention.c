@@ -27,6 +27,8 @@ double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causal, double s
                              double atol_rms); /* attention_tile_cxx.cpp */
 double pk_test_attn_tile_gqa(int D, int H, int Hkv, int Sq, int Sk, int kv_packed, double spread,
                              double rtol, double atol_rms); /* attention_tile_cxx.cpp */
+double pk_test_attn_tile_causal(int D, int H, int Hkv, int Sq, int Sk, long long q_pos0,
+                                long long k_pos0, double spread, double rtol, double atol_rms);
 
 #define NMAX 4096
 
@@ -218,6 +220,18 @@ static void tile_head_dim_128_grouped_query(void **state) {
     assert_true(pk_test_attn_tile_gqa(128, 4, 4, 40, 100, 1, 1.0, 0.05, 0.05) <= 0.5);
 }
 
+/* The forward tile, causal with positions offset: keys start at position 100 (k_pos0) while the
+ * queries start at 0, so the first query tile sees no key at all (no key tile is loaded: its
+ * rows must come out 0) and the second sees keys from row 100 on (rows with no key inside a tile
+ * that has some); and the end-aligned causal case (queries at the last positions, partial
+ * tiles). Grouped-query, packed key_value, D = 64 and 128, against double. */
+static void tile_causal_offsets(void **state) {
+    (void)state;
+    assert_true(pk_test_attn_tile_causal(64, 2, 1, 200, 133, 0, 100, 1.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_causal(128, 2, 2, 70, 150, 80, 0, 30.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_causal(128, 2, 1, 130, 70, 3, 60, 1.0, 0.05, 0.05) <= 0.5);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(online_matches_the_definition),
@@ -228,6 +242,7 @@ int main(void) {
         cmocka_unit_test(tile_in_the_ring),
         cmocka_unit_test(backward_tiles_in_the_ring),
         cmocka_unit_test(tile_head_dim_128_grouped_query),
+        cmocka_unit_test(tile_causal_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
