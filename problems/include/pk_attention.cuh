@@ -715,7 +715,9 @@ static __global__ void __launch_bounds__(PK_ATTN_THREADS) pk_attn_fwd_kernel(PkA
     extern __shared__ __align__(128) unsigned char pk_attn_smem_raw[];
     PkAttnSmemD<D> &sm = *reinterpret_cast<PkAttnSmemD<D> *>(pk_attn_smem_raw);
     const int bh = blockIdx.y;
-    pk_attn_fwd_tile<D>(a, bh / a.H, bh % a.H, blockIdx.x, sm);
+    // The last query tiles first: under a causal mask they have the most key tiles, and the
+    // short ones then fill the end of the grid.
+    pk_attn_fwd_tile<D>(a, bh / a.H, bh % a.H, (int)(gridDim.x - 1 - blockIdx.x), sm);
 }
 
 template <int D = PK_ATTN_D>
