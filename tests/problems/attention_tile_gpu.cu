@@ -193,7 +193,8 @@ static __global__ void __launch_bounds__(PK_ATTN_THREADS) old_fwd_kernel(PkAttnB
 }
 
 template <int D> static cudaError_t old_fwd_launch(const PkAttnBlock &a, cudaStream_t stream) {
-    const int smem = (int)sizeof(OldSmem<D>);
+    typedef OldSmem<D> Smem;
+    const int smem = (int)sizeof(Smem);
     const cudaError_t e =
         cudaFuncSetAttribute(old_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess)
