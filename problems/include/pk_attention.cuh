@@ -112,6 +112,12 @@ static inline PK_ATTN_HD float pk_lse_merge_out(float out_a, float out_b, float 
 #define PK_ATTN_WARPS 4
 #define PK_ATTN_THREADS (32 * PK_ATTN_WARPS)
 
+// The forward tile's precision of P in the P V product (its template argument PM): bf16, as
+// PyTorch's SDPA (flash) kernels (the default); or split, P = P_hi + P_lo with P_hi = bf16(P) and
+// P_lo = bf16(P - P_hi), two products (1.5x the tile's flops, P to ~16 bits), for references
+// whose attention runs in fp32.
+enum { PK_ATTN_P_BF16 = 0, PK_ATTN_P_SPLIT = 1 };
+
 // Shared memory of one forward CTA for head dim D (64 or 128): 40.5 KiB at D = 64, 80.5 KiB at
 // D = 128 (two CTAs per SM), given as dynamic shared memory (pk_attn_fwd_smem_bytes<D>()): the
 // CTA's 64 queries and two stages of a K and a V tile (the next key tile loads, cp.async, while
@@ -222,6 +228,13 @@ static __device__ __forceinline__ uint32_t pk_attn_pack_bf16(float lo, float hi)
     return *reinterpret_cast<const uint32_t *>(&v);
 }
 #endif
+// The low and high bf16 of a packed pair, as floats (exact).
+static __device__ __forceinline__ float pk_attn_bf16_lo(uint32_t x) {
+    return __uint_as_float(x << 16);
+}
+static __device__ __forceinline__ float pk_attn_bf16_hi(uint32_t x) {
+    return __uint_as_float(x & 0xffff0000u);
+}
 
 // Offset (elements) of chunk c (8 bf16) of row r in a swizzled tile of D-element rows.
 template <int D> static __device__ __forceinline__ int pk_attn_swz(int r, int c) {
@@ -254,7 +267,7 @@ pk_attn_load_tile_async(__nv_bfloat16 *dst, const __nv_bfloat16 *src, long long 
 // (__shfl_xor_sync), the factor exp2(m_old - m) applied to O and l; P = exp2(s - m) rounded to
 // bf16 as the A fragments of O += P V (l sums the fp32 P). A row that has seen no key keeps
 // m = -inf, l = 0 and O = 0.
-template <int D>
+template <int D, int PM = PK_ATTN_P_BF16>
 static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int qt,
                                         PkAttnSmemD<D> &sm) {
     constexpr int DH = D / 2;          // output columns per lane in the epilogue (two per row)
@@ -376,9 +389,10 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
             acc[n][2] *= alpha[1];
             acc[n][3] *= alpha[1];
         }
-        // P = exp2(s - m), rounded to bf16 as the A fragments of P V: keys [16 j, 16 j + 16) are
-        // score fragments 2 j and 2 j + 1.
-        uint32_t pf[PK_ATTN_BN / 16][4];
+        // P = exp2(s - m), rounded to bf16 as the A fragments of O += P V, 16 keys at a time:
+        // keys [16 j, 16 j + 16) are score fragments 2 j and 2 j + 1. One ldmatrix.x4.trans gives
+        // the B fragments of output column groups 2 d and 2 d + 1 (V's rows are B's rows).
+        // PK_ATTN_P_SPLIT: P = P_hi + P_lo, both bf16 (P_lo = bf16(P - P_hi)), two products.
 #pragma unroll
         for (int j = 0; j < PK_ATTN_BN / 16; j++) {
             float p[2][4];
@@ -389,24 +403,32 @@ static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int 
                     p[u][e] = exp2f(s[2 * j + u][e] - msub[e >> 1]);
                     l_run[e >> 1] += p[u][e];
                 }
-            pf[j][0] = pk_attn_pack_bf16(p[0][0], p[0][1]);
-            pf[j][1] = pk_attn_pack_bf16(p[0][2], p[0][3]);
-            pf[j][2] = pk_attn_pack_bf16(p[1][0], p[1][1]);
-            pf[j][3] = pk_attn_pack_bf16(p[1][2], p[1][3]);
-        }
-        // O += P V: one ldmatrix.x4.trans gives the B fragments of column groups 2 d and 2 d + 1
-        // (V's rows are B's rows).
+            uint32_t pf[4], pl[4];
 #pragma unroll
-        for (int j = 0; j < PK_ATTN_BN / 16; j++)
+            for (int i = 0; i < 4;
+                 i++) // A register i: score fragment 2 j + (i >> 1), row g + 8 (i & 1)
+                pf[i] = pk_attn_pack_bf16(p[i >> 1][2 * (i & 1)], p[i >> 1][2 * (i & 1) + 1]);
+            if (PM == PK_ATTN_P_SPLIT)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float *x = &p[i >> 1][2 * (i & 1)];
+                    pl[i] = pk_attn_pack_bf16(x[0] - pk_attn_bf16_lo(pf[i]),
+                                              x[1] - pk_attn_bf16_hi(pf[i]));
+                }
 #pragma unroll
             for (int d = 0; d < D / 16; d++) {
                 uint32_t vf[4];
                 pk_attn_ldmatrix_x4_trans(
                     vf, sv + pk_attn_swz<D>(j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
                                             d * 2 + (lane >> 4)));
-                pk_attn_mma_bf16(acc[2 * d], pf[j], vf[0], vf[1]);
-                pk_attn_mma_bf16(acc[2 * d + 1], pf[j], vf[2], vf[3]);
+                pk_attn_mma_bf16(acc[2 * d], pf, vf[0], vf[1]);
+                pk_attn_mma_bf16(acc[2 * d + 1], pf, vf[2], vf[3]);
+                if (PM == PK_ATTN_P_SPLIT) {
+                    pk_attn_mma_bf16(acc[2 * d], pl, vf[0], vf[1]);
+                    pk_attn_mma_bf16(acc[2 * d + 1], pl, vf[2], vf[3]);
+                }
             }
+        }
         __syncthreads(); // every warp is done with this stage before it is refilled
     }
     // The warp's O and row statistics into shared memory (o aliases the stages, free after the
@@ -710,29 +732,29 @@ static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int
 // One block: grid (ceil(Sq / 64), B * H), PK_ATTN_THREADS threads, pk_attn_fwd_smem_bytes<D>()
 // of dynamic shared memory (above the 48 KiB default: cudaFuncSetAttribute once per process
 // and D).
-template <int D>
+template <int D, int PM = PK_ATTN_P_BF16>
 static __global__ void __launch_bounds__(PK_ATTN_THREADS) pk_attn_fwd_kernel(PkAttnBlock a) {
     extern __shared__ __align__(128) unsigned char pk_attn_smem_raw[];
     PkAttnSmemD<D> &sm = *reinterpret_cast<PkAttnSmemD<D> *>(pk_attn_smem_raw);
     const int bh = blockIdx.y;
     // The last query tiles first: under a causal mask they have the most key tiles, and the
     // short ones then fill the end of the grid.
-    pk_attn_fwd_tile<D>(a, bh / a.H, bh % a.H, (int)(gridDim.x - 1 - blockIdx.x), sm);
+    pk_attn_fwd_tile<D, PM>(a, bh / a.H, bh % a.H, (int)(gridDim.x - 1 - blockIdx.x), sm);
 }
 
-template <int D = PK_ATTN_D>
+template <int D = PK_ATTN_D, int PM = PK_ATTN_P_BF16>
 static inline cudaError_t pk_attn_fwd_launch(const PkAttnBlock &a, cudaStream_t stream) {
     static bool attr_set = false;
     if (!attr_set) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(pk_attn_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)pk_attn_fwd_smem_bytes<D>());
+        const cudaError_t e = cudaFuncSetAttribute(pk_attn_fwd_kernel<D, PM>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)pk_attn_fwd_smem_bytes<D>());
         if (e != cudaSuccess)
             return e;
         attr_set = true;
     }
     const dim3 grid((unsigned)((a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM), (unsigned)(a.B * a.H));
-    pk_attn_fwd_kernel<D><<<grid, PK_ATTN_THREADS, pk_attn_fwd_smem_bytes<D>(), stream>>>(a);
+    pk_attn_fwd_kernel<D, PM><<<grid, PK_ATTN_THREADS, pk_attn_fwd_smem_bytes<D>(), stream>>>(a);
     return cudaGetLastError();
 }
 

@@ -154,6 +154,11 @@ static inline void pk_attn_mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint3
         c[e] = s;
     }
 }
+static inline float __uint_as_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 static inline uint32_t pk_attn_pack_bf16(float lo, float hi) {
     return (uint32_t)__float2bfloat16(lo).bits | (uint32_t)__float2bfloat16(hi).bits << 16;
 }

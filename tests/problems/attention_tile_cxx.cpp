@@ -314,12 +314,12 @@ extern "C" double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causa
 
 // ---- The forward tile at head dim 128, grouped-query, non-causal (pkb/77) ----
 
-template <int D> static void run_block_d(const PkAttnBlock &a) {
+template <int D, int PM> static void run_block_d(const PkAttnBlock &a) {
     PkAttnSmemD<D> *sm = new PkAttnSmemD<D>;
     for (int b = 0; b < a.B; b++)
         for (int h = 0; h < a.H; h++)
             for (int qt = 0; qt < (a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM; qt++)
-                run_cta_fn([&] { pk_attn_fwd_tile(a, b, h, qt, *sm); });
+                run_cta_fn([&] { pk_attn_fwd_tile<D, PM>(a, b, h, qt, *sm); });
     delete sm;
 }
 
@@ -328,11 +328,12 @@ template <int D> static void run_block_d(const PkAttnBlock &a) {
 // (positions 2 Hkv D apart: k's D columns, then v's, per head, as pkb/77's kv after its
 // redistribution) when kv_packed. causal: key positions k_pos0 + j above the query's q_pos0 + i
 // masked (a row with none left must come out 0). Against softmax attention in double over the
-// bf16 inputs. Returns the largest |got - want| / (rtol |want| + atol_rms rms(want)).
-template <int D>
+// bf16 inputs. Returns the largest |got - want| / (rtol |want| + atol_rms rms(want)). PM: the
+// tile's P precision; fp32_out: the output stored fp32 (acc_out), not rounded to bf16.
+template <int D, int PM = PK_ATTN_P_BF16>
 static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, double spread,
                             double rtol, double atol_rms, int causal = 0, long long q_pos0 = 0,
-                            long long k_pos0 = 0) {
+                            long long k_pos0 = 0, int fp32_out = 0) {
     const double scale = 1.0 / sqrt((double)D);
     const double sq = sqrt(spread / (scale * sqrt((double)D))); // q.k scale ~ spread
     const long long ldkv = (long long)(kv_packed ? 2 : 1) * Hkv * D;
@@ -363,8 +364,14 @@ static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, doubl
     a.q_pos0 = q_pos0;
     a.k_pos0 = k_pos0;
     std::vector<__nv_bfloat16> out((size_t)Sq * H * D);
-    a.out_bf16 = out.data();
-    run_block_d<D>(a);
+    std::vector<float> out32(out.size()), lse32((size_t)Sq * H);
+    if (fp32_out) {
+        a.acc_out = out32.data();
+        a.lse_out = lse32.data();
+    } else {
+        a.out_bf16 = out.data();
+    }
+    run_block_d<D, PM>(a);
     auto f = [](const __nv_bfloat16 &x) { return (double)pk_emul_bf16_to_float(x); };
     std::vector<double> want(out.size());
     double ss = 0;
@@ -401,7 +408,7 @@ static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, doubl
     const double rms = sqrt(ss / (double)want.size());
     double worst = 0;
     for (size_t x = 0; x < out.size(); x++) {
-        const double got = f(out[x]);
+        const double got = fp32_out ? (double)out32[x] : f(out[x]);
         if (!std::isfinite(got))
             return INFINITY;
         worst = fmax(worst, fabs(got - want[x]) / (rtol * fabs(want[x]) + atol_rms * rms));
@@ -427,5 +434,20 @@ extern "C" double pk_test_attn_tile_causal(int D, int H, int Hkv, int Sq, int Sk
         return attn_tile_gqa<128>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 1, q_pos0, k_pos0);
     if (D == 64)
         return attn_tile_gqa<64>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 1, q_pos0, k_pos0);
+    return INFINITY;
+}
+
+// The forward tile's P precision, fp32 outputs, against double: PK_ATTN_P_BF16 (P rounded to bf16)
+// or PK_ATTN_P_SPLIT (P = P_hi + P_lo).
+extern "C" double pk_test_attn_tile_p(int D, int split, int H, int Hkv, int Sq, int Sk,
+                                      double spread, double rtol, double atol_rms) {
+    if (D == 128)
+        return split ? attn_tile_gqa<128, PK_ATTN_P_SPLIT>(H, Hkv, Sq, Sk, 1, spread, rtol,
+                                                           atol_rms, 0, 0, 0, 1)
+                     : attn_tile_gqa<128>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 0, 0, 0, 1);
+    if (D == 64)
+        return split ? attn_tile_gqa<64, PK_ATTN_P_SPLIT>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms,
+                                                          0, 0, 0, 1)
+                     : attn_tile_gqa<64>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 0, 0, 0, 1);
     return INFINITY;
 }
