@@ -776,7 +776,9 @@ struct PkAttnRing {
     float *acc;          // B S H (D + 1) floats: the running output, then the lse
 };
 
-// Returns 0, 2000 + a CUDA error or 1000 + an NCCL result.
+// Returns 0, 2000 + a CUDA error or 1000 + an NCCL result. PM: the tile's P precision
+// (pkb/54-56, whose PKB references are fp32 attention, use PK_ATTN_P_SPLIT).
+template <int PM = PK_ATTN_P_BF16>
 static inline int pk_attn_ring_forward(const PkAttnRing &r, cudaStream_t stream) {
     const size_t n = (size_t)r.B * r.S * r.H * PK_ATTN_D; // elements of k (and of v)
     float *acc = r.acc, *lse = r.acc + n;
@@ -801,7 +803,7 @@ static inline int pk_attn_ring_forward(const PkAttnRing &r, cudaStream_t stream)
             a.acc_out = acc;
             a.lse_out = lse;
             a.out_bf16 = step == last ? r.out : NULL;
-            const cudaError_t e = pk_attn_fwd_launch(a, stream);
+            const cudaError_t e = pk_attn_fwd_launch<PK_ATTN_D, PM>(a, stream);
             if (e != cudaSuccess)
                 return 2000 + (int)e;
         }

@@ -28,7 +28,7 @@ static void run_cta(const PkAttnBlock &a, int b, int h, int qt, PkAttnSmem *sm) 
         th.emplace_back([&, t] {
             threadIdx.x = (unsigned)t;
             pk_emul_cta = &cta;
-            pk_attn_fwd_tile(a, b, h, qt, *sm);
+            pk_attn_fwd_tile<PK_ATTN_D, PK_ATTN_P_SPLIT>(a, b, h, qt, *sm); // pkb/54-56's
         });
     for (auto &x : th)
         x.join();
