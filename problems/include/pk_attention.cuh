@@ -13,7 +13,8 @@
 //   - under nvcc, a flash-style tile (pk_attn_fwd_tile<D>, head dim D = 64 or 128, causal or
 //     not, grouped-query through PkAttnBlock::Hkv): one CTA attends 64 query rows of one
 //     (batch, head) to a block of keys, tile by tile (64 keys at a time, bf16 tensor cores,
-//     fp32 accumulation, online softmax), and never writes the score matrix to memory. Its
+//     fp32 accumulation, online softmax), and never writes the score matrix to memory
+//     (FlashAttention-2's forward: mma.sync, scores and output in registers, cp.async). Its
 //     epilogue either stores the block's partial result (fp32 out, lse), merges it into a
 //     running one (ring steps), or writes the final bf16 output;
 //   - under nvcc, PKB's ring (pk_attn_ring_forward): the tile per step and host-driven NCCL
@@ -111,15 +112,27 @@ static inline PK_ATTN_HD float pk_lse_merge_out(float out_a, float out_b, float 
 #define PK_ATTN_WARPS 4
 #define PK_ATTN_THREADS (32 * PK_ATTN_WARPS)
 
-// Shared memory of one forward CTA for head dim D (64 or 128): 48 KiB at D = 64, 80 KiB at
-// D = 128, given as dynamic shared memory (pk_attn_fwd_smem_bytes<D>()). The Q stage (16 x D
-// bf16) aliases a warp's score buffer (16 x 64 fp32), so D is at most 128.
+// The forward tile's precision of P in the P V product (its template argument PM): bf16, as
+// PyTorch's SDPA (flash) kernels (the default); or split, P = P_hi + P_lo with P_hi = bf16(P) and
+// P_lo = bf16(P - P_hi), two products (1.5x the tile's flops, P to ~16 bits), for references
+// whose attention runs in fp32.
+enum { PK_ATTN_P_BF16 = 0, PK_ATTN_P_SPLIT = 1 };
+
+// Shared memory of one forward CTA for head dim D (64 or 128): 40.5 KiB at D = 64, 80.5 KiB at
+// D = 128 (two CTAs per SM), given as dynamic shared memory (pk_attn_fwd_smem_bytes<D>()): the
+// CTA's 64 queries and two stages of a K and a V tile (the next key tile loads, cp.async, while
+// the current one is computed). Rows are 16-byte chunks stored XOR-swizzled (pk_attn_swz: chunk c
+// of row r at c ^ (r & 7)), so that ldmatrix's 8-row reads and the 16-byte writes avoid bank
+// conflicts. After the key loop the warps' fp32 outputs (o) alias the stages, and m, l hold the
+// rows' running max (natural units) and sum of exp(s - m), for the epilogue.
 template <int D> struct PkAttnSmemD {
-    static_assert(D % 16 == 0 && D >= 32 && D <= 128, "head dim: a multiple of 16, 32..128");
-    __nv_bfloat16 k[PK_ATTN_BN * D];
-    __nv_bfloat16 v[PK_ATTN_BN * D];
-    float s[PK_ATTN_WARPS][16 * PK_ATTN_BN]; // a warp's scores; its P (bf16) and Q stage alias it
-    float o[PK_ATTN_WARPS][16 * D];          // a warp's output accumulator
+    static_assert(D == 64 || D == 128, "head dim: 64 or 128");
+    __nv_bfloat16 q[PK_ATTN_BM * D];
+    union {
+        __nv_bfloat16 kv[2][2][PK_ATTN_BN * D]; // [stage][0: k, 1: v]
+        float o[PK_ATTN_WARPS][16 * D];         // after the key loop: a warp's output
+    };
+    float m[PK_ATTN_WARPS][16], l[PK_ATTN_WARPS][16];
 };
 typedef PkAttnSmemD<PK_ATTN_D> PkAttnSmem; // the D = 64 tile of pkb/54-57
 
@@ -168,116 +181,283 @@ pk_attn_load_rows(__nv_bfloat16 *dst, const __nv_bfloat16 *src, long long ld, in
     }
 }
 
+// The forward tile's primitives: cp.async of 16 bytes (zeros when !valid; src must still be a
+// valid address), its groups, ldmatrix (.x4: lanes 8 j .. 8 j + 7 give the row addresses of 8 x 8
+// matrix j, register j of lane i gets row i / 4, columns 2 (i % 4), +1; .trans: rows 2 (i % 4),
+// +1 of column i / 4) and mma.sync m16n8k16 (bf16 in, fp32 accumulators in place). Under
+// PK_ATTN_EMULATE, attention_emul.h supplies them with the same per-lane semantics.
+#ifndef PK_ATTN_EMULATE
+static __device__ __forceinline__ void pk_attn_cp_async16(void *dst, const void *src, bool valid) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+static __device__ __forceinline__ void pk_attn_cp_async_commit(void) {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void pk_attn_cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ void pk_attn_ldmatrix_x4(uint32_t (&r)[4], const void *p) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+static __device__ __forceinline__ void pk_attn_ldmatrix_x4_trans(uint32_t (&r)[4], const void *p) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+// c += a b: a the 16 x 16 A fragment (rows g, g + 8 of lane (g, t) = (lane / 4, lane % 4):
+// a0 row g, columns 2 t, +1; a1 row g + 8; a2, a3 columns + 8), b0, b1 the 16 x 8 B fragment
+// (rows 2 t, +1 and 2 t + 8, +9 of column g), c rows g (c0, c1) and g + 8 (c2, c3), columns 2 t,
+// +1.
+static __device__ __forceinline__ void pk_attn_mma_bf16(float (&c)[4], const uint32_t (&a)[4],
+                                                        uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two floats rounded to bf16 (nearest even), lo in the low half.
+static __device__ __forceinline__ uint32_t pk_attn_pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t *>(&v);
+}
+#endif
+// The low and high bf16 of a packed pair, as floats (exact).
+static __device__ __forceinline__ float pk_attn_bf16_lo(uint32_t x) {
+    return __uint_as_float(x << 16);
+}
+static __device__ __forceinline__ float pk_attn_bf16_hi(uint32_t x) {
+    return __uint_as_float(x & 0xffff0000u);
+}
+
+// Offset (elements) of chunk c (8 bf16) of row r in a swizzled tile of D-element rows.
+template <int D> static __device__ __forceinline__ int pk_attn_swz(int r, int c) {
+    return r * D + ((c ^ (r & 7)) << 3);
+}
+
+// cp.async of 64 rows of D bf16 (row stride ld elements) into a swizzled tile, zeros beyond
+// n_valid (>= 1) rows; by the whole CTA.
+template <int D>
+static __device__ __forceinline__ void
+pk_attn_load_tile_async(__nv_bfloat16 *dst, const __nv_bfloat16 *src, long long ld, int n_valid) {
+    constexpr int CH = D / 8; // chunks per row
+    static_assert(PK_ATTN_BN * CH % PK_ATTN_THREADS == 0, "whole chunks per thread");
+#pragma unroll
+    for (int it = 0; it < PK_ATTN_BN * CH / PK_ATTN_THREADS; it++) {
+        const int i = (int)threadIdx.x + it * PK_ATTN_THREADS, r = i / CH, c = i % CH;
+        const bool ok = r < n_valid;
+        pk_attn_cp_async16(dst + pk_attn_swz<D>(r, c), src + (long long)(ok ? r : 0) * ld + c * 8,
+                           ok);
+    }
+}
+
 // The whole CTA (PK_ATTN_THREADS threads) attends query tile `qt` (rows [64 qt, 64 qt + 64) of
 // the shard) of head h of batch b to every key of the block (of head h / (H / Hkv)), and runs
-// the epilogue. D (the head dim) is deduced from the shared memory's type.
-template <int D>
+// the epilogue. D (the head dim) is deduced from the shared memory's type. FlashAttention-2's
+// forward: each warp holds its 16 query rows as mma.sync A fragments for the whole key loop, and
+// its scores S, probabilities P and output accumulator O in registers; lane (g, t) = (lane / 4,
+// lane % 4) owns rows g and g + 8 (columns 2 t, +1 of every 8). Per 64-key tile: S = Q K^T
+// (fp32), scaled, masked (-inf), in log2 units (scale log2(e)); the row max over the quad
+// (__shfl_xor_sync), the factor exp2(m_old - m) applied to O and l; P = exp2(s - m) rounded to
+// bf16 as the A fragments of O += P V (l sums the fp32 P). A row that has seen no key keeps
+// m = -inf, l = 0 and O = 0.
+template <int D, int PM = PK_ATTN_P_BF16>
 static __device__ void pk_attn_fwd_tile(const PkAttnBlock &a, int b, int h, int qt,
                                         PkAttnSmemD<D> &sm) {
-    namespace wmma = nvcuda::wmma;
-    constexpr int DH = D / 2; // output columns per lane (two lanes per row)
+    constexpr int DH = D / 2;          // output columns per lane in the epilogue (two per row)
+    constexpr int NS = PK_ATTN_BN / 8; // score fragments (8 keys each) per row pair
+    const float log2e = 1.4426950408889634f, ln2 = 0.6931471805599453f;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int hkv_n = a.Hkv ? a.Hkv : a.H, hkv = h / (a.H / hkv_n);
     const long long ld = (long long)a.H * D; // the output's position stride
     const long long ldq = a.ld_q ? a.ld_q : ld, ldkv = a.ld_kv ? a.ld_kv : (long long)hkv_n * D;
     const long long hs = a.hs_kv ? a.hs_kv : D;
-    const int i0 = qt * PK_ATTN_BM + warp * 16; // this warp's first query row
+    const int q0 = qt * PK_ATTN_BM;             // the CTA's first query row
+    const int i0 = q0 + warp * 16;              // this warp's first query row
     const int n_q = min(16, max(0, a.Sq - i0)); // its valid rows
-    // Queries: staged through the warp's score buffer, kept as 4 A fragments (16 x 64).
-    __nv_bfloat16 *stage = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
-    pk_attn_load_rows<D>(stage, a.q + ((long long)b * a.Sq + i0) * ldq + (long long)h * D, ldq, 16,
-                         n_q, lane, 32);
-    __syncwarp();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qf[D / 16];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk++)
-        wmma::load_matrix_sync(qf[kk], stage + kk * 16, D);
-    for (int i = lane; i < 16 * D; i += 32)
-        sm.o[warp][i] = 0.f;
-    __syncwarp();
-
-    // Lanes 2r and 2r + 1 own row r of the warp's 16: score columns [32 half, 32 half + 32),
-    // output columns [DH half, DH half + DH).
-    const int r = lane >> 1, half = lane & 1;
-    const long long qpos = a.q_pos0 + i0 + r;
-    PkSoftmaxRow row = pk_softmax_row_init();
     // Key tiles this CTA needs: all of them, or (causal) those up to its last query's position.
     int n_tiles = (a.Sk + PK_ATTN_BN - 1) / PK_ATTN_BN;
     if (a.causal) {
         const long long last = a.q_pos0 + min(a.Sq, (qt + 1) * PK_ATTN_BM) - 1 - a.k_pos0;
         n_tiles = last < 0 ? 0 : min((long long)n_tiles, last / PK_ATTN_BN + 1);
     }
-    for (int kt = 0; kt < n_tiles; kt++) {
-        const int j0 = kt * PK_ATTN_BN, n_k = min(PK_ATTN_BN, a.Sk - j0);
-        __syncthreads(); // every warp is done with the previous K and V
-        const long long off = ((long long)b * a.Sk + j0) * ldkv + (long long)hkv * hs;
-        pk_attn_load_rows<D>(sm.k, a.k + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
-        pk_attn_load_rows<D>(sm.v, a.v + off, ldkv, PK_ATTN_BN, n_k, threadIdx.x, PK_ATTN_THREADS);
-        __syncthreads();
-        // S = Q K^T (16 x 64, fp32), into the warp's score buffer.
+    const int g = lane >> 2, t = lane & 3;
+    float acc[D / 8][4]; // O: fragment n holds columns 8 n + 2 t, +1
 #pragma unroll
-        for (int n = 0; n < PK_ATTN_BN / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
-            wmma::fill_fragment(sf, 0.f);
-#pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> kf;
-                wmma::load_matrix_sync(kf, sm.k + n * 16 * D + kk * 16, D);
-                wmma::mma_sync(sf, qf[kk], kf, sf);
-            }
-            wmma::store_matrix_sync(sm.s[warp] + n * 16, sf, PK_ATTN_BN, wmma::mem_row_major);
-        }
-        __syncwarp();
-        // Online softmax of the tile: scale, mask, new max, P = exp(s - m) as bf16.
-        float sv[32];
-        float tmax = -INFINITY;
-#pragma unroll
-        for (int c = 0; c < 32; c++) {
-            const int j = half * 32 + c;
-            float s = sm.s[warp][r * PK_ATTN_BN + j] * a.scale;
-            if (j >= n_k || (a.causal && a.k_pos0 + j0 + j > qpos))
-                s = -INFINITY;
-            sv[c] = s;
-            tmax = fmaxf(tmax, s);
-        }
-        tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
-        const float alpha = pk_softmax_row_rescale(&row, tmax);
-        float sum = 0.f;
-#pragma unroll
-        for (int c = 0; c < 32; c++) {
-            sv[c] = pk_softmax_row_p(&row, sv[c]);
-            sum += sv[c];
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        row.l += sum;
-        __syncwarp(); // every lane has read its scores before P overwrites them
-        __nv_bfloat16 *p = reinterpret_cast<__nv_bfloat16 *>(sm.s[warp]);
-#pragma unroll
-        for (int c = 0; c < 32; c++)
-            p[r * PK_ATTN_BN + half * 32 + c] = __float2bfloat16(sv[c]);
-#pragma unroll
-        for (int c = 0; c < DH; c++)
-            sm.o[warp][r * D + half * DH + c] *= alpha;
-        __syncwarp();
-        // O += P V (16 x 64, fp32 accumulators through shared memory).
-#pragma unroll
-        for (int n = 0; n < D / 16; n++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
-            wmma::load_matrix_sync(of, sm.o[warp] + n * 16, D, wmma::mem_row_major);
-#pragma unroll
-            for (int kk = 0; kk < PK_ATTN_BN / 16; kk++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> pf;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> vf;
-                wmma::load_matrix_sync(pf, p + kk * 16, PK_ATTN_BN);
-                wmma::load_matrix_sync(vf, sm.v + kk * 16 * D + n * 16, D);
-                wmma::mma_sync(of, pf, vf, of);
-            }
-            wmma::store_matrix_sync(sm.o[warp] + n * 16, of, D, wmma::mem_row_major);
-        }
-        __syncwarp();
+    for (int n = 0; n < D / 8; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY}; // rows g, g + 8: running max (log2 units)
+    float l_run[2] = {0.f, 0.f};             // and this lane's share of the sum
+    const float scale2 = a.scale * log2e;
+    const __nv_bfloat16 *kb = a.k + (long long)b * a.Sk * ldkv + (long long)hkv * hs;
+    const __nv_bfloat16 *vb = a.v + (long long)b * a.Sk * ldkv + (long long)hkv * hs;
+    if (n_tiles > 0) { // the queries and the first K, V tile: one cp.async group
+        pk_attn_load_tile_async<D>(sm.q, a.q + ((long long)b * a.Sq + q0) * ldq + (long long)h * D,
+                                   ldq, min(PK_ATTN_BM, a.Sq - q0));
+        pk_attn_load_tile_async<D>(sm.kv[0][0], kb, ldkv, min(PK_ATTN_BN, a.Sk));
+        pk_attn_load_tile_async<D>(sm.kv[0][1], vb, ldkv, min(PK_ATTN_BN, a.Sk));
+        pk_attn_cp_async_commit();
     }
-    // Epilogue: this block's normalised output and lse, merged into the running result. Both
-    // lanes of a row read its running lse before lane 0 overwrites it (acc_out may be acc_in).
+    uint32_t qf[D / 16][4]; // Q: A fragment kk holds columns [16 kk, 16 kk + 16)
+    for (int kt = 0; kt < n_tiles; kt++) {
+        const int j0 = kt * PK_ATTN_BN, n_k = min(PK_ATTN_BN, a.Sk - j0), st = kt & 1;
+        if (kt + 1 < n_tiles) { // the next tile into the other stage (free: the loop's barrier)
+            const long long off = (long long)(j0 + PK_ATTN_BN) * ldkv;
+            const int n_next = min(PK_ATTN_BN, a.Sk - j0 - PK_ATTN_BN);
+            pk_attn_load_tile_async<D>(sm.kv[st ^ 1][0], kb + off, ldkv, n_next);
+            pk_attn_load_tile_async<D>(sm.kv[st ^ 1][1], vb + off, ldkv, n_next);
+            pk_attn_cp_async_commit();
+            pk_attn_cp_async_wait<1>(); // this tile's group (and the queries) landed
+        } else {
+            pk_attn_cp_async_wait<0>();
+        }
+        __syncthreads(); // every thread's copies of this tile are visible
+        if (kt == 0) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++)
+                pk_attn_ldmatrix_x4(
+                    qf[kk], sm.q + pk_attn_swz<D>(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                  kk * 2 + (lane >> 4)));
+        }
+        const __nv_bfloat16 *sk = sm.kv[st][0], *sv = sm.kv[st][1];
+        // S = Q K^T: fragment n holds keys 8 n + 2 t, +1. One ldmatrix.x4 gives the B fragments
+        // of key groups n and n + 1 (K's rows are B's columns).
+        float s[NS][4];
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+            for (int n = 0; n < NS; n += 2) {
+                uint32_t kf[4];
+                pk_attn_ldmatrix_x4(kf, sk + pk_attn_swz<D>(n * 8 + (lane & 7) + (lane >> 4) * 8,
+                                                            kk * 2 + ((lane >> 3) & 1)));
+                pk_attn_mma_bf16(s[n], qf[kk], kf[0], kf[1]);
+                pk_attn_mma_bf16(s[n + 1], qf[kk], kf[2], kf[3]);
+            }
+#pragma unroll
+        for (int n = 0; n < NS; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[n][e] *= scale2;
+        // Masks: keys beyond Sk, and (causal) key positions above the query's. Row i of the
+        // warp sees key column j iff j < n_k and (causal) j <= i + dpos.
+        if (n_k < PK_ATTN_BN || (a.causal && a.k_pos0 + j0 + PK_ATTN_BN - 1 > a.q_pos0 + i0)) {
+            const long long dpos = a.q_pos0 + i0 - a.k_pos0 - j0;
+            const int d0 = (int)max(-2LL * PK_ATTN_BN, min(2LL * PK_ATTN_BN, dpos));
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int lim = a.causal ? min(n_k, d0 + g + 8 * hr + 1) : n_k;
+#pragma unroll
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        if (n * 8 + 2 * t + e >= lim)
+                            s[n][2 * hr + e] = -INFINITY;
+            }
+        }
+        // Online softmax of the tile.
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < NS; n++) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
+        }
+        float alpha[2], msub[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+            const float m = fmaxf(m_run[hr], mx[hr]);
+            // No finite score yet: nothing to rescale, and every P is exp2(-inf) = 0.
+            alpha[hr] = m == -INFINITY ? 1.f : exp2f(m_run[hr] - m);
+            msub[hr] = m == -INFINITY ? 0.f : m;
+            m_run[hr] = m;
+            l_run[hr] *= alpha[hr];
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++) {
+            acc[n][0] *= alpha[0];
+            acc[n][1] *= alpha[0];
+            acc[n][2] *= alpha[1];
+            acc[n][3] *= alpha[1];
+        }
+        // P = exp2(s - m), rounded to bf16 as the A fragments of O += P V, 16 keys at a time:
+        // keys [16 j, 16 j + 16) are score fragments 2 j and 2 j + 1. One ldmatrix.x4.trans gives
+        // the B fragments of output column groups 2 d and 2 d + 1 (V's rows are B's rows).
+        // PK_ATTN_P_SPLIT: P = P_hi + P_lo, both bf16 (P_lo = bf16(P - P_hi)), two products.
+#pragma unroll
+        for (int j = 0; j < PK_ATTN_BN / 16; j++) {
+            float p[2][4];
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    p[u][e] = exp2f(s[2 * j + u][e] - msub[e >> 1]);
+                    l_run[e >> 1] += p[u][e];
+                }
+            uint32_t pf[4], pl[4];
+#pragma unroll
+            for (int i = 0; i < 4;
+                 i++) // A register i: score fragment 2 j + (i >> 1), row g + 8 (i & 1)
+                pf[i] = pk_attn_pack_bf16(p[i >> 1][2 * (i & 1)], p[i >> 1][2 * (i & 1) + 1]);
+            if (PM == PK_ATTN_P_SPLIT)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float *x = &p[i >> 1][2 * (i & 1)];
+                    pl[i] = pk_attn_pack_bf16(x[0] - pk_attn_bf16_lo(pf[i]),
+                                              x[1] - pk_attn_bf16_hi(pf[i]));
+                }
+#pragma unroll
+            for (int d = 0; d < D / 16; d++) {
+                uint32_t vf[4];
+                pk_attn_ldmatrix_x4_trans(
+                    vf, sv + pk_attn_swz<D>(j * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                            d * 2 + (lane >> 4)));
+                pk_attn_mma_bf16(acc[2 * d], pf, vf[0], vf[1]);
+                pk_attn_mma_bf16(acc[2 * d + 1], pf, vf[2], vf[3]);
+                if (PM == PK_ATTN_P_SPLIT) {
+                    pk_attn_mma_bf16(acc[2 * d], pl, vf[0], vf[1]);
+                    pk_attn_mma_bf16(acc[2 * d + 1], pl, vf[2], vf[3]);
+                }
+            }
+        }
+        __syncthreads(); // every warp is done with this stage before it is refilled
+    }
+    // The warp's O and row statistics into shared memory (o aliases the stages, free after the
+    // loop's last barrier; no copy is pending), for the epilogue.
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 1);
+        l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 2);
+    }
+    float *ow = sm.o[warp];
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            ow[(g + 8 * (e >> 1)) * D + n * 8 + 2 * t + (e & 1)] = acc[n][e];
+    if (t == 0)
+        for (int hr = 0; hr < 2; hr++) {
+            sm.m[warp][g + 8 * hr] = m_run[hr] * ln2; // -inf stays -inf
+            sm.l[warp][g + 8 * hr] = l_run[hr];
+        }
+    __syncwarp();
+    // Epilogue: lanes 2r and 2r + 1 own row r of the warp's 16, output columns
+    // [DH half, DH half + DH). This block's normalised output and lse, merged into the running
+    // result. Both lanes of a row read its running lse before lane 0 overwrites it (acc_out may
+    // be acc_in).
+    const int r = lane >> 1, half = lane & 1;
+    PkSoftmaxRow row;
+    row.m = sm.m[warp][r];
+    row.l = sm.l[warp][r];
     const long long rid = ((long long)b * a.Sq + i0 + r) * a.H + h; // (b, s, h)
     float lse_a = -INFINITY;
     if (r < n_q && a.acc_in)
@@ -552,27 +732,29 @@ static __device__ void pk_attn_bwd_dkdv_tile(const PkAttnBwdBlock &a, int b, int
 // One block: grid (ceil(Sq / 64), B * H), PK_ATTN_THREADS threads, pk_attn_fwd_smem_bytes<D>()
 // of dynamic shared memory (above the 48 KiB default: cudaFuncSetAttribute once per process
 // and D).
-template <int D>
+template <int D, int PM = PK_ATTN_P_BF16>
 static __global__ void __launch_bounds__(PK_ATTN_THREADS) pk_attn_fwd_kernel(PkAttnBlock a) {
     extern __shared__ __align__(128) unsigned char pk_attn_smem_raw[];
     PkAttnSmemD<D> &sm = *reinterpret_cast<PkAttnSmemD<D> *>(pk_attn_smem_raw);
     const int bh = blockIdx.y;
-    pk_attn_fwd_tile<D>(a, bh / a.H, bh % a.H, blockIdx.x, sm);
+    // The last query tiles first: under a causal mask they have the most key tiles, and the
+    // short ones then fill the end of the grid.
+    pk_attn_fwd_tile<D, PM>(a, bh / a.H, bh % a.H, (int)(gridDim.x - 1 - blockIdx.x), sm);
 }
 
-template <int D = PK_ATTN_D>
+template <int D = PK_ATTN_D, int PM = PK_ATTN_P_BF16>
 static inline cudaError_t pk_attn_fwd_launch(const PkAttnBlock &a, cudaStream_t stream) {
     static bool attr_set = false;
     if (!attr_set) {
-        const cudaError_t e =
-            cudaFuncSetAttribute(pk_attn_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)pk_attn_fwd_smem_bytes<D>());
+        const cudaError_t e = cudaFuncSetAttribute(pk_attn_fwd_kernel<D, PM>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)pk_attn_fwd_smem_bytes<D>());
         if (e != cudaSuccess)
             return e;
         attr_set = true;
     }
     const dim3 grid((unsigned)((a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM), (unsigned)(a.B * a.H));
-    pk_attn_fwd_kernel<D><<<grid, PK_ATTN_THREADS, pk_attn_fwd_smem_bytes<D>(), stream>>>(a);
+    pk_attn_fwd_kernel<D, PM><<<grid, PK_ATTN_THREADS, pk_attn_fwd_smem_bytes<D>(), stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -594,7 +776,9 @@ struct PkAttnRing {
     float *acc;          // B S H (D + 1) floats: the running output, then the lse
 };
 
-// Returns 0, 2000 + a CUDA error or 1000 + an NCCL result.
+// Returns 0, 2000 + a CUDA error or 1000 + an NCCL result. PM: the tile's P precision
+// (pkb/54-56, whose PKB references are fp32 attention, use PK_ATTN_P_SPLIT).
+template <int PM = PK_ATTN_P_BF16>
 static inline int pk_attn_ring_forward(const PkAttnRing &r, cudaStream_t stream) {
     const size_t n = (size_t)r.B * r.S * r.H * PK_ATTN_D; // elements of k (and of v)
     float *acc = r.acc, *lse = r.acc + n;
@@ -619,7 +803,7 @@ static inline int pk_attn_ring_forward(const PkAttnRing &r, cudaStream_t stream)
             a.acc_out = acc;
             a.lse_out = lse;
             a.out_bf16 = step == last ? r.out : NULL;
-            const cudaError_t e = pk_attn_fwd_launch(a, stream);
+            const cudaError_t e = pk_attn_fwd_launch<PK_ATTN_D, PM>(a, stream);
             if (e != cudaSuccess)
                 return 2000 + (int)e;
         }

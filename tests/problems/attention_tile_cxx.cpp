@@ -14,6 +14,7 @@
 
 thread_local PkEmulIdx threadIdx;
 thread_local PkEmulCta *pk_emul_cta;
+thread_local unsigned pk_emul_phase;
 
 static void run_cta(const PkAttnBlock &a, int b, int h, int qt, PkAttnSmem *sm) {
     std::barrier<> block(PK_ATTN_THREADS);
@@ -27,7 +28,7 @@ static void run_cta(const PkAttnBlock &a, int b, int h, int qt, PkAttnSmem *sm) 
         th.emplace_back([&, t] {
             threadIdx.x = (unsigned)t;
             pk_emul_cta = &cta;
-            pk_attn_fwd_tile(a, b, h, qt, *sm);
+            pk_attn_fwd_tile<PK_ATTN_D, PK_ATTN_P_SPLIT>(a, b, h, qt, *sm); // pkb/54-56's
         });
     for (auto &x : th)
         x.join();
@@ -313,23 +314,26 @@ extern "C" double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causa
 
 // ---- The forward tile at head dim 128, grouped-query, non-causal (pkb/77) ----
 
-template <int D> static void run_block_d(const PkAttnBlock &a) {
+template <int D, int PM> static void run_block_d(const PkAttnBlock &a) {
     PkAttnSmemD<D> *sm = new PkAttnSmemD<D>;
     for (int b = 0; b < a.B; b++)
         for (int h = 0; h < a.H; h++)
             for (int qt = 0; qt < (a.Sq + PK_ATTN_BM - 1) / PK_ATTN_BM; qt++)
-                run_cta_fn([&] { pk_attn_fwd_tile(a, b, h, qt, *sm); });
+                run_cta_fn([&] { pk_attn_fwd_tile<D, PM>(a, b, h, qt, *sm); });
     delete sm;
 }
 
 // One block, H query heads over Hkv key/value heads (query head h reads h / (H / Hkv)), Sq
 // queries against Sk keys, non-causal, scale 1 / sqrt(D), k and v packed as PKB's key_value
 // (positions 2 Hkv D apart: k's D columns, then v's, per head, as pkb/77's kv after its
-// redistribution) when kv_packed. Against softmax attention in double over the bf16 inputs.
-// Returns the largest |got - want| / (rtol |want| + atol_rms rms(want)).
-template <int D>
+// redistribution) when kv_packed. causal: key positions k_pos0 + j above the query's q_pos0 + i
+// masked (a row with none left must come out 0). Against softmax attention in double over the
+// bf16 inputs. Returns the largest |got - want| / (rtol |want| + atol_rms rms(want)). PM: the
+// tile's P precision; fp32_out: the output stored fp32 (acc_out), not rounded to bf16.
+template <int D, int PM = PK_ATTN_P_BF16>
 static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, double spread,
-                            double rtol, double atol_rms) {
+                            double rtol, double atol_rms, int causal = 0, long long q_pos0 = 0,
+                            long long k_pos0 = 0, int fp32_out = 0) {
     const double scale = 1.0 / sqrt((double)D);
     const double sq = sqrt(spread / (scale * sqrt((double)D))); // q.k scale ~ spread
     const long long ldkv = (long long)(kv_packed ? 2 : 1) * Hkv * D;
@@ -356,9 +360,18 @@ static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, doubl
     a.ld_kv = kv_packed ? ldkv : 0;
     a.hs_kv = kv_packed ? 2 * D : 0;
     a.scale = (float)scale;
+    a.causal = causal;
+    a.q_pos0 = q_pos0;
+    a.k_pos0 = k_pos0;
     std::vector<__nv_bfloat16> out((size_t)Sq * H * D);
-    a.out_bf16 = out.data();
-    run_block_d<D>(a);
+    std::vector<float> out32(out.size()), lse32((size_t)Sq * H);
+    if (fp32_out) {
+        a.acc_out = out32.data();
+        a.lse_out = lse32.data();
+    } else {
+        a.out_bf16 = out.data();
+    }
+    run_block_d<D, PM>(a);
     auto f = [](const __nv_bfloat16 &x) { return (double)pk_emul_bf16_to_float(x); };
     std::vector<double> want(out.size());
     double ss = 0;
@@ -368,16 +381,19 @@ static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, doubl
             const __nv_bfloat16 *kb = kv.data() + (size_t)g * (kv_packed ? 2 * D : D);
             const __nv_bfloat16 *vb = kv_packed ? kb + D : vs.data() + (size_t)g * D;
             const size_t ld = (size_t)(kv_packed ? ldkv : (long long)Hkv * D);
+            // causal: keys [0, n_see) are the row's
+            const int n_see =
+                causal ? (int)std::max(0LL, std::min((long long)Sk, q_pos0 + i - k_pos0 + 1)) : Sk;
             std::vector<double> s((size_t)Sk);
             double m = -INFINITY, l = 0, o[128] = {0};
-            for (int j = 0; j < Sk; j++) {
+            for (int j = 0; j < n_see; j++) {
                 double x = 0;
                 for (int d = 0; d < D; d++)
                     x += f(q[((size_t)i * H + h) * D + d]) * f(kb[(size_t)j * ld + d]);
                 s[(size_t)j] = scale * x;
                 m = fmax(m, s[(size_t)j]);
             }
-            for (int j = 0; j < Sk; j++) {
+            for (int j = 0; j < n_see; j++) {
                 const double e = exp(s[(size_t)j] - m);
                 l += e;
                 for (int d = 0; d < D; d++)
@@ -385,14 +401,14 @@ static double attn_tile_gqa(int H, int Hkv, int Sq, int Sk, int kv_packed, doubl
             }
             for (int d = 0; d < D; d++) {
                 const size_t x = ((size_t)i * H + h) * D + d;
-                want[x] = o[d] / l;
+                want[x] = l > 0 ? o[d] / l : 0.0;
                 ss += want[x] * want[x];
             }
         }
     const double rms = sqrt(ss / (double)want.size());
     double worst = 0;
     for (size_t x = 0; x < out.size(); x++) {
-        const double got = f(out[x]);
+        const double got = fp32_out ? (double)out32[x] : f(out[x]);
         if (!std::isfinite(got))
             return INFINITY;
         worst = fmax(worst, fabs(got - want[x]) / (rtol * fabs(want[x]) + atol_rms * rms));
@@ -406,5 +422,32 @@ extern "C" double pk_test_attn_tile_gqa(int D, int H, int Hkv, int Sq, int Sk, i
         return attn_tile_gqa<128>(H, Hkv, Sq, Sk, kv_packed, spread, rtol, atol_rms);
     if (D == 64)
         return attn_tile_gqa<64>(H, Hkv, Sq, Sk, kv_packed, spread, rtol, atol_rms);
+    return INFINITY;
+}
+
+// The forward tile, causal, with query and key positions offset (k_pos0 > q_pos0: query tiles
+// that see no key at all, rows with none inside a tile that has keys), grouped-query, packed.
+extern "C" double pk_test_attn_tile_causal(int D, int H, int Hkv, int Sq, int Sk, long long q_pos0,
+                                           long long k_pos0, double spread, double rtol,
+                                           double atol_rms) {
+    if (D == 128)
+        return attn_tile_gqa<128>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 1, q_pos0, k_pos0);
+    if (D == 64)
+        return attn_tile_gqa<64>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 1, q_pos0, k_pos0);
+    return INFINITY;
+}
+
+// The forward tile's P precision, fp32 outputs, against double: PK_ATTN_P_BF16 (P rounded to bf16)
+// or PK_ATTN_P_SPLIT (P = P_hi + P_lo).
+extern "C" double pk_test_attn_tile_p(int D, int split, int H, int Hkv, int Sq, int Sk,
+                                      double spread, double rtol, double atol_rms) {
+    if (D == 128)
+        return split ? attn_tile_gqa<128, PK_ATTN_P_SPLIT>(H, Hkv, Sq, Sk, 1, spread, rtol,
+                                                           atol_rms, 0, 0, 0, 1)
+                     : attn_tile_gqa<128>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 0, 0, 0, 1);
+    if (D == 64)
+        return split ? attn_tile_gqa<64, PK_ATTN_P_SPLIT>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms,
+                                                          0, 0, 0, 1)
+                     : attn_tile_gqa<64>(H, Hkv, Sq, Sk, 1, spread, rtol, atol_rms, 0, 0, 0, 1);
     return INFINITY;
 }

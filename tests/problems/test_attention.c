@@ -27,6 +27,10 @@ double pk_test_attn_bwd_ring(int W, int rank, int S, int H, int causal, double s
                              double atol_rms); /* attention_tile_cxx.cpp */
 double pk_test_attn_tile_gqa(int D, int H, int Hkv, int Sq, int Sk, int kv_packed, double spread,
                              double rtol, double atol_rms); /* attention_tile_cxx.cpp */
+double pk_test_attn_tile_causal(int D, int H, int Hkv, int Sq, int Sk, long long q_pos0,
+                                long long k_pos0, double spread, double rtol, double atol_rms);
+double pk_test_attn_tile_p(int D, int split, int H, int Hkv, int Sq, int Sk, double spread,
+                           double rtol, double atol_rms);
 
 #define NMAX 4096
 
@@ -218,6 +222,33 @@ static void tile_head_dim_128_grouped_query(void **state) {
     assert_true(pk_test_attn_tile_gqa(128, 4, 4, 40, 100, 1, 1.0, 0.05, 0.05) <= 0.5);
 }
 
+/* The forward tile, causal with positions offset: keys start at position 100 (k_pos0) while the
+ * queries start at 0, so the first query tile sees no key at all (no key tile is loaded: its
+ * rows must come out 0) and the second sees keys from row 100 on (rows with no key inside a tile
+ * that has some); and the end-aligned causal case (queries at the last positions, partial
+ * tiles). Grouped-query, packed key_value, D = 64 and 128, against double. */
+static void tile_causal_offsets(void **state) {
+    (void)state;
+    assert_true(pk_test_attn_tile_causal(64, 2, 1, 200, 133, 0, 100, 1.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_causal(128, 2, 2, 70, 150, 80, 0, 30.0, 0.05, 0.05) <= 0.5);
+    assert_true(pk_test_attn_tile_causal(128, 2, 1, 130, 70, 3, 60, 1.0, 0.05, 0.05) <= 0.5);
+}
+
+/* The forward tile's split P (PK_ATTN_P_SPLIT: P = bf16(P) + bf16(P - bf16(P)), ~16 bits) with
+ * fp32 outputs: within a hundredth of the bf16 P's error bound (rtol = atol_rms = 1e-4; bf16 P,
+ * relative error 2^-9, is far outside it, which shows the check can tell them apart). */
+static void tile_split_p(void **state) {
+    (void)state;
+    for (int D = 64; D <= 128; D *= 2) {
+        const double split = pk_test_attn_tile_p(D, 1, 2, 1, 70, 150, 1.0, 1e-4, 1e-4);
+        const double bf16 = pk_test_attn_tile_p(D, 0, 2, 1, 70, 150, 1.0, 1e-4, 1e-4);
+        print_message("D %d: worst error / (1e-4 |want| + 1e-4 rms): split P %.3f, bf16 P %.3f\n",
+                      D, split, bf16);
+        assert_true(split <= 0.5);
+        assert_true(bf16 > 2.0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(online_matches_the_definition),
@@ -228,6 +259,8 @@ int main(void) {
         cmocka_unit_test(tile_in_the_ring),
         cmocka_unit_test(backward_tiles_in_the_ring),
         cmocka_unit_test(tile_head_dim_128_grouped_query),
+        cmocka_unit_test(tile_causal_offsets),
+        cmocka_unit_test(tile_split_p),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,7 +71,8 @@ static int work_reserve(const pk_ctx *ctx, size_t bytes, size_t acc_bytes) {
 
 // Baseline: PKB's ring, one step after another (pk_attn_ring_forward of pk_attention.cuh). Step
 // s: rank r attends to the block of rank r - s (if s <= r: causal) with the flash-style tile
-// (bf16 tensor cores, fp32 online softmax, the score matrix never in memory), merging into the
+// (bf16 tensor cores, fp32 online softmax, the score matrix never in memory; P split into two
+// bf16 terms for the PV product, ~16 bits, since PKB's attention is fp32), merging into the
 // running fp32 output and lse in the kernel's epilogue (the last block writes the bf16 output);
 // then host-driven NCCL passes the current k, v to rank r + 1 and receives rank r - 1's (one
 // group).
@@ -98,7 +99,7 @@ static int reference(const pk_problem_call *call) {
     r.world = world;
     r.ring = static_cast<bf16 *>(g_work.ptr);
     r.acc = g_work.acc;
-    return pk_attn_ring_forward(r, ctx->stream);
+    return pk_attn_ring_forward<PK_ATTN_P_SPLIT>(r, ctx->stream);
 }
 
 static void fini(const pk_ctx *ctx) {

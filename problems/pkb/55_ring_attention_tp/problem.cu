@@ -125,7 +125,8 @@ static int linear(const bf16 *X, const bf16 *W, bf16 *Y, int rows, int in_f, int
 
 // Baseline, PKB's steps one after another: the QKV projection (cuBLAS), k and v copied out of
 // the (B, S, 3, HL, HD) view into contiguous tensors (PKB's .contiguous()), the CP ring of
-// pk_attention.cuh (pk_attn_ring_forward: the flash-style tile per step, host-driven NCCL
+// pk_attention.cuh (pk_attn_ring_forward: the flash-style tile per step with P split into two
+// bf16 terms, ~16 bits, as PKB's attention is fp32; host-driven NCCL
 // send/recv on the CP communicator), the output projection (cuBLAS) and the bf16 all-reduce
 // over the TP pair (NCCL).
 static int reference(const pk_problem_call *call) {
@@ -166,7 +167,7 @@ static int reference(const pk_problem_call *call) {
     r.world = ctx->world_size / 2;
     r.ring = g.ring;
     r.acc = g.acc;
-    rc = pk_attn_ring_forward(r, ctx->stream);
+    rc = pk_attn_ring_forward<PK_ATTN_P_SPLIT>(r, ctx->stream);
     if (!rc)
         rc = linear(g.ctx, w_o, out, rows, HL * HD, hid);
     if (!rc)

@@ -129,7 +129,8 @@ static int linear(const bf16 *X, const bf16 *W, bf16 *Y, int rows, int in_f, int
 
 // One stage, PKB's _attention_block, steps one after another: the QKV projection (cuBLAS), k and
 // v copied out of the (B, S, 3, NH, HD) view into contiguous tensors (PKB's .contiguous()), the
-// CP ring of pk_attention.cuh (pk_attn_ring_forward: the flash-style tile per step, host-driven
+// CP ring of pk_attention.cuh (pk_attn_ring_forward: the flash-style tile per step, P split into
+// two bf16 terms, ~16 bits, as PKB's attention is fp32; host-driven
 // NCCL send/recv on the CP communicator) and the output projection (cuBLAS) into y.
 static int block(const pk_problem_call *call, const bf16 *x, bf16 *y) {
     const pk_ctx *ctx = call->ctx;
@@ -162,7 +163,7 @@ static int block(const pk_problem_call *call, const bf16 *x, bf16 *y) {
     r.world = cp;
     r.ring = g.ring;
     r.acc = g.acc;
-    rc = pk_attn_ring_forward(r, ctx->stream);
+    rc = pk_attn_ring_forward<PK_ATTN_P_SPLIT>(r, ctx->stream);
     if (!rc)
         rc = linear(g.ctx, w_o, y, rows, hid, hid);
     return rc;
