@@ -155,6 +155,58 @@ __global__ void __launch_bounds__(THREADS)
         dst[d] = __float2bfloat16(o[c] * inv_l);
 }
 
+// The same attention with one warp per position (HL <= 8, HD == 64, the problem's shapes: HL =
+// NH / W with NH = 8): the position's q, k and v staged in shared memory once (rows padded by
+// one word against bank conflicts), every lane computing whole scores (HL x HL <= 64, two per
+// lane), then each lane two output dims of every query head with a two-pass fp32 softmax. The
+// warp-per-(position, head) kernel above re-read k and v per query head and ran its head loop
+// as one latency-bound chain (it stays for other shapes).
+#define HA_MAX_HL 8
+#define HA_HD 64
+#define HA_ROW (HA_HD + 2) // bf16 per staged row: 33 words, so rows fall on different banks
+__global__ void __launch_bounds__(THREADS)
+    head_attention_pos(const bf16 *y, bf16 *attn, long long positions, int HL, float scale) {
+    __shared__ bf16 stage[THREADS / 32][3 * HA_MAX_HL * HA_ROW];
+    __shared__ float scores[THREADS / 32][HA_MAX_HL * HA_MAX_HL];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long long pos = (long long)blockIdx.x * (THREADS / 32) + warp;
+    if (pos >= positions) // whole warps leave
+        return;
+    bf16 *st = stage[warp];
+    float *sc = scores[warp];
+    const bf16 *row = y + pos * 3 * HL * HA_HD;
+    // 3 HL rows of 64 bf16, as 32-bit words: 32 per row, one per lane.
+    for (int r = 0; r < 3 * HL; r++)
+        reinterpret_cast<uint32_t *>(st + r * HA_ROW)[lane] =
+            reinterpret_cast<const uint32_t *>(row + (size_t)r * HA_HD)[lane];
+    __syncwarp();
+    for (int pair = lane; pair < HL * HL; pair += 32) {
+        const bf16 *q = st + (pair / HL) * HA_ROW, *k = st + (HL + pair % HL) * HA_ROW;
+        float dot = 0.f;
+        for (int d = 0; d < HA_HD; d++)
+            dot += __bfloat162float(q[d]) * __bfloat162float(k[d]);
+        sc[pair] = dot * scale;
+    }
+    __syncwarp();
+    const int d = 2 * lane;
+    for (int i = 0; i < HL; i++) {
+        float m = -INFINITY;
+        for (int j = 0; j < HL; j++)
+            m = fmaxf(m, sc[i * HL + j]);
+        float l = 0.f, o0 = 0.f, o1 = 0.f;
+        for (int j = 0; j < HL; j++) {
+            const float p = expf(sc[i * HL + j] - m);
+            const bf16 *v = st + (2 * HL + j) * HA_ROW;
+            l += p;
+            o0 += p * __bfloat162float(v[d]);
+            o1 += p * __bfloat162float(v[d + 1]);
+        }
+        const float inv_l = 1.f / l;
+        reinterpret_cast<__nv_bfloat162 *>(attn + (pos * HL + i) * HA_HD)[lane] =
+            __floats2bfloat162_rn(o0 * inv_l, o1 * inv_l);
+    }
+}
+
 // gather_heads_scatter_seq, PKB's _all_to_all(scatter_dim=1, gather_dim=2): tensor_split(attn,
 // W, dim=seq)[p].contiguous() for every remote p: send (W, B, S, HL HD), in 16-byte vectors.
 __global__ void __launch_bounds__(THREADS) pack_seq(const uint4 *attn, uint4 *send, int rank,
@@ -224,9 +276,18 @@ static int reference(const pk_problem_call *call) {
     pk_uly_unpack_seq<<<grid, PK_ULY_THREADS, 0, ctx->stream>>>(
         reinterpret_cast<const uint4 *>(g.qkv), reinterpret_cast<const uint4 *>(recv),
         reinterpret_cast<uint4 *>(g.y), rank, B, S, T, 3, hid / 8, HL * HD / 8);
-    const long long tasks = (long long)(B * T) * (long long)HL; // one warp each
-    head_attention<<<(unsigned)((tasks * 32 + THREADS - 1) / THREADS), THREADS, 0, ctx->stream>>>(
-        g.y, g.attn, (long long)(B * T), (int)HL, HD, (float)call->params[0]);
+    const long long positions = (long long)(B * T);
+    if (HL <= HA_MAX_HL && HD == HA_HD) {
+        const long long per_block = THREADS / 32; // one warp per position
+        head_attention_pos<<<(unsigned)((positions + per_block - 1) / per_block), THREADS, 0,
+                             ctx->stream>>>(g.y, g.attn, positions, (int)HL,
+                                            (float)call->params[0]);
+    } else {
+        const long long tasks = positions * (long long)HL; // one warp each
+        head_attention<<<(unsigned)((tasks * 32 + THREADS - 1) / THREADS), THREADS, 0,
+                         ctx->stream>>>(g.y, g.attn, positions, (int)HL, HD,
+                                        (float)call->params[0]);
+    }
     const size_t chunk2 = B * S * HL * HD, cw_vecs = HL * HD / 8;
     pack_seq<<<grid, THREADS, 0, ctx->stream>>>(reinterpret_cast<const uint4 *>(g.attn),
                                                 reinterpret_cast<uint4 *>(send), rank, world, B, S,
