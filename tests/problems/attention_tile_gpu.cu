@@ -11,16 +11,16 @@
 // second merges through acc_in / lse_in and writes bf16) against one block over all the keys.
 // Every output row below Sq must be written and nothing beyond it (sentinels).
 //
-// The bound: P = exp(s - m) is rounded to bf16 (relative error <= 2^-9) before P V, while l sums
-// the unrounded P (as the tile always did), so |O_got - O| <= 2^-9 sum_j p_j |v_jd| / l = 2^-9
-// mass_d per element, plus fp32 rounding of the sums (~1e-6 relative); the bf16 output adds
-// 2^-9 |O|. Asserted: |got - want| <= 2^-8 mass_d + 2^-8 |want| (bf16 outputs) + 1e-5, twice
-// the analytic bound; the lse within 1e-4 (1 + |lse|) (fp32 sums of exp, log); rows with no key:
-// lse -inf and O 0 exactly, or the running result unchanged when merging. The old tile is held
-// to the same bound (it has the same numerics). The split-P variant (PK_ATTN_P_SPLIT: P to ~16
-// bits) is held to 2^-11 mass_d (+ the bf16 output's share), 8x tighter; its TFLOP/s (flops
-// counted as the plain tile's, 4 Sq Sk D H) are printed too. The timing runs even after a failed
-// case (the exit status still says it failed).
+// The bound: P = exp(s - m) is rounded to bf16 (relative error <= 2^-8, bf16's unit roundoff: 8
+// significant bits) before P V, while l sums the unrounded P (as the tile always did), so
+// |O_got - O| <= 2^-8 sum_j p_j |v_jd| / l = 2^-8 mass_d per element, plus fp32 rounding of the
+// sums (~1e-6 relative); the bf16 output adds 2^-8 |O|. Asserted: |got - want| <= 2^-7 mass_d +
+// 2^-7 |want| (bf16 outputs) + 1e-5, twice the analytic bound; the lse within 1e-4 (1 + |lse|)
+// (fp32 sums of exp, log); rows with no key: lse -inf and O 0 exactly, or the running result
+// unchanged when merging. The old tile is held to the same bound (it has the same numerics). The
+// split-P variant (PK_ATTN_P_SPLIT: P to ~16 bits) is held to 2^-11 mass_d (+ the bf16 output's
+// share), 16x tighter; its TFLOP/s (flops counted as the plain tile's, 4 Sq Sk D H) are printed
+// too. The timing runs even after a failed case (the exit status still says it failed).
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -336,8 +336,8 @@ static void check(int which, const Case &c, int D, const std::vector<float> &ref
         const double err = fabs(g - w);
         // P to ~16 bits (the fp32 scores' own rounding then dominates: at spread 30 a score
         // of ~100 is ~1e-5 off), or bf16
-        const double p_err = which == SPLIT ? 0x1p-11 : 0x1p-8;
-        const double bound = p_err * mass[x] + (bf16 ? 0x1p-8 * fabs(w) : 0.0) + 1e-5;
+        const double p_err = which == SPLIT ? 0x1p-11 : 0x1p-7;
+        const double bound = p_err * mass[x] + (bf16 ? 0x1p-7 * fabs(w) : 0.0) + 1e-5;
         max_abs = fmax(max_abs, err);
         max_rel = fmax(max_rel, err / fmax(fabs(w), 1e-3));
         worst = fmax(worst, err / bound);

@@ -236,7 +236,7 @@ static void tile_causal_offsets(void **state) {
 
 /* The forward tile's split P (PK_ATTN_P_SPLIT: P = bf16(P) + bf16(P - bf16(P)), ~16 bits) with
  * fp32 outputs: within a hundredth of the bf16 P's error bound (rtol = atol_rms = 1e-4; bf16 P,
- * relative error 2^-9, is far outside it, which shows the check can tell them apart). */
+ * relative error up to 2^-8, is far outside it, which shows the check can tell them apart). */
 static void tile_split_p(void **state) {
     (void)state;
     for (int D = 64; D <= 128; D *= 2) {
