@@ -285,8 +285,272 @@ static void part2(int W, int rows_n) {
     }
 }
 
+// ---- Part 3: the port's index logic (reference, correct.cu, wrong.cu, twins) ----
+// pkgym's dims: R ranges of SPB tokens per rank, CLIP keys per range (any 1 <= CLIP <= W SPB,
+// which PKB's ceil(chunk / W) never exceeds by more than W - 1; pkgym's default drops
+// N / (2W)). Doubles, D = 8: every port must equal the closed form to rounding (1e-12), and the
+// wrong ones must not.
+struct Geo3 {
+    int W, R, SPB, CLIP, HQ, HKV, D;
+    int T() const {
+        return R * SPB;
+    }
+    int seg(int s) const { // keys rank s gives each range (problem.cu's seg_keys)
+        const int n = CLIP - s * SPB;
+        return n < 0 ? 0 : n > SPB ? SPB : n;
+    }
+};
+
+// Softmax attention of q over keys (rows of D) with values: normalised output and its lse
+// (equal_max: the lse without the max, log l, as shortcut_assumed_equal_max.cu's merge).
+static double attend_block(const double *q, const std::vector<const double *> &kr,
+                           const std::vector<const double *> &vr, int D, double *o, int equal_max) {
+    double m = -INFINITY, l = 0;
+    std::vector<double> s(kr.size());
+    for (size_t j = 0; j < kr.size(); j++) {
+        double x = 0;
+        for (int d = 0; d < D; d++)
+            x += q[d] * kr[j][d];
+        s[j] = x / sqrt(128.0); // the problem's scale (D = 128 on the GPU)
+        m = fmax(m, s[j]);
+    }
+    for (int d = 0; d < D; d++)
+        o[d] = 0;
+    for (size_t j = 0; j < kr.size(); j++) {
+        const double e = exp(s[j] - m);
+        l += e;
+        for (int d = 0; d < D; d++)
+            o[d] += e * vr[j][d];
+    }
+    for (int d = 0; d < D; d++)
+        o[d] /= l;
+    return equal_max ? log(l) : m + log(l);
+}
+
+enum { P_REF, P_CORRECT, P_WRONG, P_SKIP, P_EQMAX, N_PORT };
+static const char *PORT_NAME[N_PORT] = {"reference", "correct.cu", "wrong.cu (clip ignored)",
+                                        "skip_exchange", "assumed_equal_max"};
+
+// Each port's output on every rank, [r][(t HQ + h) D + d].
+static std::vector<std::vector<double>> run_port(int port, const Geo3 &g,
+                                                 const std::vector<std::vector<double>> &query,
+                                                 const std::vector<std::vector<double>> &kv) {
+    const int W = g.W, R = g.R, SPB = g.SPB, CLIP = g.CLIP, HQ = g.HQ, HKV = g.HKV, D = g.D;
+    const int T = g.T(), HL = HQ / W, KL = HKV / W;
+    std::vector<std::vector<double>> out(W, std::vector<double>((size_t)T * HQ * D, NAN));
+    std::vector<double> o(D);
+    if (port == P_REF) {
+        // pack_heads: qa[r][(g T + t) HL + h], kva[r][(g T + t) KL + kh] (rows of D, 2D)
+        std::vector<std::vector<double>> qa(W), kva(W), qb(W), kvb(W), ob(W), back(W);
+        for (int r = 0; r < W; r++) {
+            qa[r].resize((size_t)T * HQ * D);
+            kva[r].resize((size_t)T * HKV * 2 * D);
+            for (int t = 0; t < T; t++)
+                for (int hh = 0; hh < HQ; hh++)
+                    for (int d = 0; d < D; d++)
+                        qa[r][(((size_t)(hh / HL) * T + t) * HL + hh % HL) * D + d] =
+                            query[r][((size_t)t * HQ + hh) * D + d];
+            for (int t = 0; t < T; t++)
+                for (int hh = 0; hh < HKV; hh++)
+                    for (int d = 0; d < 2 * D; d++)
+                        kva[r][(((size_t)(hh / KL) * T + t) * KL + hh % KL) * 2 * D + d] =
+                            kv[r][((size_t)t * HKV + hh) * 2 * D + d];
+        }
+        // the exchanges (self copies and send/recv pairs alike: rank p's message to r)
+        const size_t kv_tok = (size_t)KL * 2 * D, q_tok = (size_t)HL * D;
+        for (int r = 0; r < W; r++) {
+            qb[r].assign((size_t)T * HQ * D, NAN);
+            kvb[r].assign((size_t)T * HKV * 2 * D, NAN);
+            for (int p = 0; p < W; p++)
+                for (int i = 0; i < R; i++) {
+                    for (size_t x = 0; x < (size_t)g.seg(p) * kv_tok; x++)
+                        kvb[r][((size_t)i * CLIP + (size_t)p * SPB) * kv_tok + x] =
+                            kva[p][((size_t)r * T + (size_t)i * SPB) * kv_tok + x];
+                    for (size_t x = 0; x < (size_t)SPB * q_tok; x++)
+                        qb[r][((size_t)i * W + p) * SPB * q_tok + x] =
+                            qa[p][((size_t)r * T + (size_t)i * SPB) * q_tok + x];
+                }
+        }
+        // the tile, batch = ranges: queries (R, W SPB, HL, D), keys (R, CLIP, KL, 2D)
+        for (int r = 0; r < W; r++) {
+            ob[r].assign((size_t)T * HQ * D, NAN);
+            for (int i = 0; i < R; i++)
+                for (int q = 0; q < W * SPB; q++)
+                    for (int h = 0; h < HL; h++) {
+                        const int kh = h / (HL / KL);
+                        std::vector<const double *> kr, vr;
+                        for (int j = 0; j < CLIP; j++) {
+                            kr.push_back(&kvb[r][(((size_t)i * CLIP + j) * KL + kh) * 2 * D]);
+                            vr.push_back(kr.back() + D);
+                        }
+                        const size_t rid = ((size_t)i * W * SPB + q) * HL + h;
+                        attend_block(&qb[r][rid * D], kr, vr, D, &ob[r][rid * D], 0);
+                    }
+        }
+        // outputs back: range i's rows [p SPB, (p + 1) SPB) to p, into back[p][s][token]
+        for (int p = 0; p < W; p++) {
+            back[p].assign((size_t)T * HQ * D, NAN);
+            for (int s = 0; s < W; s++)
+                for (int i = 0; i < R; i++)
+                    for (size_t x = 0; x < (size_t)SPB * q_tok; x++)
+                        back[p][((size_t)s * T + (size_t)i * SPB) * q_tok + x] =
+                            ob[s][((size_t)i * W + p) * SPB * q_tok + x];
+        }
+        // unpack_heads
+        for (int r = 0; r < W; r++)
+            for (int t = 0; t < T; t++)
+                for (int hh = 0; hh < HQ; hh++)
+                    for (int d = 0; d < D; d++)
+                        out[r][((size_t)t * HQ + hh) * D + d] =
+                            back[r][(((size_t)(hh / HL) * T + t) * HL + hh % HL) * D + d];
+        return out;
+    }
+    // correct.cu and its variants: rank r (head group r) pulls qloc and kvloc, attends per
+    // source segment (order r, r + 1, ...), merges by the lse, stores to the query's rank.
+    for (int r = 0; r < W; r++) {
+        std::vector<double> qloc((size_t)R * W * SPB * HL * D),
+            kvloc((size_t)W * R * SPB * KL * 2 * D, NAN);
+        for (size_t row = 0; row < (size_t)R * W * SPB; row++)
+            for (int h = 0; h < HL; h++)
+                for (int c = 0; c < D; c++) {
+                    const size_t t = row % SPB, s = row / SPB % W, i = row / SPB / W;
+                    qloc[(row * HL + h) * D + c] =
+                        query[s][((i * SPB + t) * HQ + (size_t)r * HL + h) * D + c];
+                }
+        auto seg = [&](int s) { return port == P_WRONG ? SPB : g.seg(s); };
+        for (size_t row = 0; row < (size_t)W * R * SPB; row++)
+            for (int kh = 0; kh < KL; kh++)
+                for (int c = 0; c < 2 * D; c++) {
+                    const size_t t = row % SPB, i = row / SPB % R, s = row / SPB / R;
+                    if ((int)t < seg((int)s) && (port != P_SKIP || (int)s == r))
+                        kvloc[(row * KL + kh) * 2 * D + c] =
+                            kv[s][((i * SPB + t) * HKV + (size_t)r * KL + kh) * 2 * D + c];
+                }
+        std::vector<int> src;
+        for (int k = 0; k < W; k++) {
+            const int s = (r + k) % W;
+            if (seg(s) > 0 && (port != P_SKIP || s == r))
+                src.push_back(s);
+        }
+        for (int i = 0; i < R; i++)
+            for (int q = 0; q < W * SPB; q++)
+                for (int h = 0; h < HL; h++) {
+                    const int kh = h / (HL / KL);
+                    const double *qr = &qloc[(((size_t)i * W * SPB + q) * HL + h) * D];
+                    std::vector<double> acc(D);
+                    double lse = 0;
+                    for (size_t k = 0; k < src.size(); k++) {
+                        std::vector<const double *> kr, vr;
+                        for (int j = 0; j < seg(src[k]); j++) {
+                            kr.push_back(
+                                &kvloc[((((size_t)src[k] * R + i) * SPB + j) * KL + kh) * 2 * D]);
+                            vr.push_back(kr.back() + D);
+                        }
+                        const double lb = attend_block(qr, kr, vr, D, o.data(), port == P_EQMAX);
+                        if (k == 0) {
+                            acc = o;
+                            lse = lb;
+                        } else {
+                            const double w = 1.0 / (1.0 + exp(lse - lb));
+                            for (int d = 0; d < D; d++)
+                                acc[d] += w * (o[d] - acc[d]);
+                            lse = fmax(lse, lb) + log1p(exp(-fabs(lse - lb)));
+                        }
+                    }
+                    const int p = q / SPB, t = q % SPB;
+                    for (int d = 0; d < D; d++)
+                        out[p][(((size_t)i * SPB + t) * HQ + (size_t)r * HL + h) * D + d] = acc[d];
+                }
+    }
+    return out;
+}
+
+static int part3(void) {
+    // W, R, SPB, CLIP, HQ, HKV (D = 8)
+    const int cfg[][6] = {{1, 3, 10, 7, 4, 2}, {2, 4, 9, 13, 4, 2},  {2, 4, 9, 18, 4, 2},
+                          {2, 1, 6, 11, 6, 2}, {4, 2, 5, 14, 8, 4},  {4, 4, 8, 28, 8, 8},
+                          {4, 3, 7, 28, 4, 4}, {8, 3, 4, 30, 16, 8}, {8, 2, 4, 4, 8, 8},
+                          {8, 4, 4, 30, 24, 8}};
+    int bad = 0;
+    for (const auto &c : cfg) {
+        Geo3 g = {c[0], c[1], c[2], c[3], c[4], c[5], 8};
+        const int T = g.T();
+        std::vector<std::vector<double>> query(g.W), kv(g.W);
+        for (int r = 0; r < g.W; r++) {
+            query[r].resize((size_t)T * g.HQ * g.D);
+            kv[r].resize((size_t)T * g.HKV * 2 * g.D);
+            // scores of a few units (x4 against the 1/sqrt(128) scale) and a per-rank key offset,
+            // so segments' maxima differ and the equal-max merge shows
+            for (size_t i = 0; i < query[r].size(); i++)
+                query[r][i] = 4 * normal(0x7731ULL + 131ULL * r, i);
+            for (size_t i = 0; i < kv[r].size(); i++)
+                kv[r][i] = 4 * normal(0x7732ULL + 131ULL * r, i) + ((i / g.D) % 2 ? 0 : 0.5 * r);
+        }
+        // the closed form
+        std::vector<std::vector<double>> cf(g.W, std::vector<double>((size_t)T * g.HQ * g.D));
+        for (int r = 0; r < g.W; r++)
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < g.HQ; h++) {
+                    const int i = t / g.SPB, kh = h / (g.HQ / g.HKV);
+                    std::vector<const double *> kr, vr;
+                    for (int j = 0; j < g.CLIP; j++) {
+                        const int s = j / g.SPB, tt = i * g.SPB + j % g.SPB;
+                        kr.push_back(&kv[s][((size_t)tt * g.HKV + kh) * 2 * g.D]);
+                        vr.push_back(kr.back() + g.D);
+                    }
+                    attend_block(&query[r][((size_t)t * g.HQ + h) * g.D], kr, vr, g.D,
+                                 &cf[r][((size_t)t * g.HQ + h) * g.D], 0);
+                }
+        printf("  W=%d R=%d SPB=%d CLIP=%d (drops %d) HQ=%d HKV=%d:", g.W, g.R, g.SPB, g.CLIP,
+               g.W * g.SPB - g.CLIP, g.HQ, g.HKV);
+        for (int port = 0; port < N_PORT; port++) {
+            const auto out = run_port(port, g, query, kv);
+            double worst = 0;
+            for (int r = 0; r < g.W; r++)
+                for (size_t x = 0; x < cf[r].size(); x++)
+                    worst = isnan(out[r][x]) ? INFINITY : fmax(worst, fabs(out[r][x] - cf[r][x]));
+            // correct ports must match; the wrong ones must differ wherever they can
+            // (wrong.cu: only if the clip drops keys; skip/eqmax: only at W > 1)
+            const int can_differ = port == P_WRONG   ? g.CLIP < g.W * g.SPB
+                                   : port == P_SKIP  ? g.W > 1
+                                   : port == P_EQMAX ? g.W > 1 && g.CLIP > g.SPB
+                                                     : 0;
+            const int ok =
+                port <= P_CORRECT ? worst < 1e-12 : (can_differ ? worst > 1e-3 : worst < 1e-12);
+            printf(" %s %.2g%s", PORT_NAME[port], worst, ok ? "" : " (UNEXPECTED)");
+            bad += !ok;
+        }
+        printf("\n");
+    }
+    return bad;
+}
+
+static int run_part1(void);
+static int part4(int rows);
+
 int main(int argc, char **argv) {
     const int rows_n = argc > 1 ? atoi(argv[1]) : 24;
+    const char *parts = argc > 2 ? argv[2] : "1234"; // which parts to run
+    int bad = 0;
+    if (strchr(parts, '1'))
+        bad += run_part1();
+    if (strchr(parts, '2')) {
+        printf("part 2: numerics at PKB's shape, iid N(0,1) bf16 inputs; ratio = worst |err| / "
+               "(rtol |want| + atol_rms rms)\n");
+        for (int W = 2; W <= 8; W *= 2)
+            part2(W, rows_n);
+    }
+    if (strchr(parts, '3')) {
+        printf("part 3: the port's index logic vs the closed form (max |diff|; the wrong ones "
+               "must differ)\n");
+        bad += part3();
+    }
+    if (strchr(parts, '4'))
+        bad += part4(argc > 3 ? atoi(argv[3]) : 16);
+    return bad ? 1 : 0;
+}
+
+static int run_part1(void) {
     printf("part 1: PKB's solution() index by index vs the closed form (max |diff|)\n");
     const int cfg[][5] = {// W, ranges, chunk, Hq, Hkv (D = 8)
                           {2, 4, 7, 6, 2}, {2, 1, 6, 4, 4},   {4, 4, 10, 12, 4},
@@ -299,9 +563,10 @@ int main(int argc, char **argv) {
                c[2], spb, c[0] * spb - c[2], c[3], c[4], d, d < 1e-12 ? "ok" : "MISMATCH");
         bad += d >= 1e-12;
     }
-    printf("part 2: numerics at PKB's shape, iid N(0,1) bf16 inputs; ratio = worst |err| / "
-           "(rtol |want| + atol_rms rms)\n");
-    for (int W = 2; W <= 8; W *= 2)
-        part2(W, rows_n);
-    return bad ? 1 : 0;
+    return bad;
+}
+
+static int part4(int rows) {
+    (void)rows;
+    return 0;
 }
