@@ -12,6 +12,7 @@
 #include <math.h>
 #include <mma.h>
 #include <stdint.h>
+#include <string.h>
 
 #define D 128
 #define BM 64
@@ -196,16 +197,20 @@ __global__ void __launch_bounds__(THREADS) attend(Blk a) {
         }
         __syncwarp();
     }
-    if (r >= n_q)
-        return;
     // Epilogue: this segment's normalised result (o / l, lse = m + log l) merged into the
-    // running one: out = out_a + w (out_b - out_a), w = sigmoid(lse_b - lse_a).
+    // running one: out = out_a + w (out_b - out_a), w = sigmoid(lse_b - lse_a). Both lanes of a
+    // row read the running lse before lane 0 overwrites it.
     const int q = i0 + r;
     const size_t rid = ((size_t)i * Sq + q) * g.HL + h;
+    float lse_a = -INFINITY;
+    if (r < n_q && !a.first)
+        lse_a = a.lse[rid];
+    __syncwarp();
+    if (r >= n_q)
+        return;
     const float lse_b = m + logf(l), inv_l = 1.f / l;
     float w = 1.f, lse = lse_b;
     if (!a.first) {
-        const float lse_a = a.lse[rid];
         w = 1.f / (1.f + __expf(lse_a - lse_b));
         lse = fmaxf(lse_a, lse_b) + log1pf(__expf(-fabsf(lse_a - lse_b)));
     }
@@ -230,7 +235,9 @@ __global__ void __launch_bounds__(THREADS) attend(Blk a) {
                 }
                 v2[e] = __floats2bfloat162_rn(x0, x1);
             }
-            *reinterpret_cast<uint4 *>(dst + c) = *reinterpret_cast<const uint4 *>(v2);
+            uint4 u; // 8 bf16 in one 16-byte NVLink store (memcpy: no type-punned load)
+            memcpy(&u, v2, sizeof u);
+            *reinterpret_cast<uint4 *>(dst + c) = u;
         }
         __threadfence_system();
         return;
