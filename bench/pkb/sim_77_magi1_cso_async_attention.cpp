@@ -275,7 +275,7 @@ static void part2(int W, int rows_n) {
     for (double x : want)
         ss += x * x;
     const double rms = sqrt(ss / (double)want.size());
-    const double tols[][2] = {{0.05, 0.05}, {0.02, 0.02}, {0.01, 0.01}, {0.02, 0.005}};
+    const double tols[][2] = {{0.05, 0.08}, {0.05, 0.05}, {0.02, 0.02}, {0.01, 0.01}};
     printf("W=%d keys=%d (before clip %d) D=%d rows=%d rms(want)=%.4g\n", W, chunk, nk_all, D,
            rows_n, rms);
     for (int e = 0; e < N_EMU; e++) {
@@ -679,7 +679,9 @@ static const char *E4_NAME[N_E4] = {"reference",     "correct.cu",  "wrong.cu",
 
 static int part4(int rows) {
     const int HQ = 16, HKV = 8, D = 128, R = 4, N = 4096;
-    const double RT = 0.05, AR = 0.05, NR = 0.02; // meta.json's tolerance
+    double RT = 0.05, AR = 0.08, NR = 0.02; // meta.json's tolerance; SIM77_TOL=rtol,atol_rms,norm
+    if (getenv("SIM77_TOL"))
+        sscanf(getenv("SIM77_TOL"), "%lf,%lf,%lf", &RT, &AR, &NR);
     static const char *regime_name[] = {"iid", "rank", "row", "heavy", "peaked"};
     const int n_keys = getenv("SIM77_KEYS") ? atoi(getenv("SIM77_KEYS")) : 2;
     int bad = 0;
