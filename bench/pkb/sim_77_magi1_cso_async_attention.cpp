@@ -679,7 +679,7 @@ static const char *E4_NAME[N_E4] = {"reference",     "correct.cu",  "wrong.cu",
 
 static int part4(int rows) {
     const int HQ = 16, HKV = 8, D = 128, R = 4, N = 4096;
-    double RT = 0.05, AR = 0.08, NR = 0.02; // meta.json's tolerance; SIM77_TOL=rtol,atol_rms,norm
+    double RT = 0.05, AR = 0.15, NR = 0.02; // meta.json's tolerance; SIM77_TOL=rtol,atol_rms,norm
     if (getenv("SIM77_TOL"))
         sscanf(getenv("SIM77_TOL"), "%lf,%lf,%lf", &RT, &AR, &NR);
     static const char *regime_name[] = {"iid", "rank", "row", "heavy", "peaked"};

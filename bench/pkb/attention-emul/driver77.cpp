@@ -5,7 +5,7 @@
 // here: src order from the own rank, seg_keys from the solution, first / last; OWN_ONLY=1 for
 // shortcut_skip_exchange.cu, whose loop keeps only the own rank), storing into the query's
 // rank's out. Compares every rank's out with the closed form in double (pkb/77's tolerance:
-// rtol 0.05, atol_rms 0.08, norm_rtol 0.02).
+// rtol 0.05, atol_rms 0.15, norm_rtol 0.02).
 // Usage (run77.sh): emul W R SPB CLIP HQ HKV SCALE
 #include "kern77.inc"
 #include "pk_splitmix.h"
@@ -176,12 +176,12 @@ int main(int argc, char **argv) {
                 nonfinite++;
                 continue;
             }
-            if (getenv("EMUL_DEBUG") && fabs(gv - want[x]) > 0.05 * fabs(want[x]) + 0.08 * rms &&
+            if (getenv("EMUL_DEBUG") && fabs(gv - want[x]) > 0.05 * fabs(want[x]) + 0.15 * rms &&
                 nonfinite++ < 8) // counted as bad, printed
                 printf("    rank %d elem %zu (token %zu head %zu d %zu): got %g want %g\n", r, x,
                        x / D / g.HQ, x / D % g.HQ, x % D, gv, want[x]);
             ee += (gv - want[x]) * (gv - want[x]);
-            worst = fmax(worst, fabs(gv - want[x]) / (0.05 * fabs(want[x]) + 0.08 * rms));
+            worst = fmax(worst, fabs(gv - want[x]) / (0.05 * fabs(want[x]) + 0.15 * rms));
         }
         printf("  rank %d: worst ratio %.3g, norm-wise %.3g\n", r, worst, sqrt(ee / ss));
         worst_all = fmax(worst_all, worst);
