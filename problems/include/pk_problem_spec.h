@@ -121,11 +121,10 @@ typedef struct pk_string_list {
 struct pk_problem {
     char *id, *suite, *name, *title, *category, *dir, *entry, *signature;
     char *prompt, *meta_json, *module_path;
-    int device_gpu; /* "device": "gpu" */
-    int pkb_number; /* "pkb": {"number": N}: ParallelKernelBench's problem N; 0: not PKB's */
-    char pkb_reference[96]; /* "pkb": {"reference": "N_name.py"} */
-    char launcher[8];       /* "fork" or "mpi" */
-    int world_size;         /* default */
+    int device_gpu;   /* "device": "gpu" */
+    int pkb_number;   /* "pkb": {"number": N}: ParallelKernelBench's problem N; 0: not PKB's */
+    char launcher[8]; /* "fork" or "mpi" */
+    int world_size;   /* default */
     int world_sizes[PK_MAX_RANKS];
     int n_world_sizes;
     int n_dims;

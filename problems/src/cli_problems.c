@@ -47,14 +47,13 @@ static void list(const pk_problem_set *set, const char *tag, const char *suite, 
             json_t *tags = json_array();
             for (size_t t = 0; t < pk_problem_tag_count(p); t++)
                 json_array_append_new(tags, json_string(pk_problem_tag(p, t)));
-            json_array_append_new(
-                arr, json_pack("{s:s,s:s,s:s,s:i,s:s,s:o}", "id", pk_problem_id(p), "title",
-                               pk_problem_title(p), "category", pk_problem_category(p),
-                               "world_size", pk_problem_world_size(p), "device",
-                               pk_problem_needs_gpu(p) ? "gpu" : "host", "tags", tags));
-            if (pk_problem_pkb_number(p) > 0)
-                json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "pkb",
-                                    json_integer(pk_problem_pkb_number(p)));
+            json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:s,s:o}", "id", pk_problem_id(p), "title",
+                                  pk_problem_title(p), "category", pk_problem_category(p),
+                                  "world_size", pk_problem_world_size(p), "device",
+                                  pk_problem_needs_gpu(p) ? "gpu" : "host", "tags", tags);
+            if (o && pk_problem_pkb_number(p) > 0)
+                json_object_set_new(o, "pkb", json_integer(pk_problem_pkb_number(p)));
+            json_array_append_new(arr, o);
         } else {
             printf("%-28s %-5s w=%d  %-22s %s\n", pk_problem_id(p),
                    pk_problem_needs_gpu(p) ? "gpu" : "host", pk_problem_world_size(p),

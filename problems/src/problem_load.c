@@ -304,7 +304,7 @@ static int load_pkb(loader *ld, json_t *root, pk_problem *p) {
     json_t *num = json_object_get(o, "number"), *ref = json_object_get(o, "reference");
     if (!json_is_integer(num) || json_integer_value(num) < 1 || json_integer_value(num) > 999)
         return bad(ld, "pkb.number", "must be PKB's problem number, an integer 1-999");
-    if (!json_is_string(ref) || strlen(json_string_value(ref)) >= sizeof p->pkb_reference)
+    if (!json_is_string(ref))
         return bad(ld, "pkb.reference", "must be PKB's file name \"<number>_<name>.py\"");
     const char *r = json_string_value(ref);
     char prefix[16];
@@ -313,7 +313,6 @@ static int load_pkb(loader *ld, json_t *root, pk_problem *p) {
     if (strncmp(r, prefix, (size_t)len) != 0 || rl < (size_t)len + 4 ||
         strcmp(r + rl - 3, ".py") != 0 || strchr(r, '/'))
         return bad(ld, "pkb.reference", "must be PKB's file name \"<number>_<name>.py\"");
-    strcpy(p->pkb_reference, r);
     p->pkb_number = (int)json_integer_value(num);
     return PK_OK;
 }
