@@ -6,12 +6,11 @@ byte of it. What episodes hold is charged to the episode, its client and the ser
 (`stats.clients.your_bytes`, `held_bytes`), and a step that would take one past its limit is
 refused naming it: `bad_request` for limits.max_episode_bytes (the episode can never take it),
 `overloaded` for limits.max_client_bytes and limits.max_held_bytes."""
-import os
 import sys
 
 import msgpack
 
-from pkserver import Server, raw_request, running
+from pkserver import Server, asan_without_quarantine, raw_request, running
 
 PROBLEM = "selftest/scale"
 MIB = 1 << 20
@@ -102,11 +101,7 @@ def client_cap(srv):
 
 
 def main():
-    # Under AddressSanitizer freed blocks wait in a quarantine (256 MiB) before reuse, which
-    # would read as growth here; without it ASan still checks every access (no effect on other
-    # builds).
-    asan = os.environ.get("ASAN_OPTIONS", "")
-    os.environ["ASAN_OPTIONS"] = ":".join(filter(None, [asan, "quarantine_size_mb=0"]))
+    asan_without_quarantine()  # RSS is measured
     srv = Server("--max-episode-bytes", str(2 * MIB), "--max-client-bytes", str(5 * MIB))
     with running(srv, 4000):
         limits = srv.client().hello()["limits"]

@@ -9,7 +9,7 @@ import time
 import msgpack
 import zmq
 
-from pkserver import Server, running, selftest_problems
+from pkserver import Server, asan_without_quarantine, running, selftest_problems
 
 
 def expect(cond, what):
@@ -118,6 +118,7 @@ def flat_rss(srv, problem_ids, total=100_000):
 
 def main():
     curve = "--curve" in sys.argv[1:]  # loopback TCP with CURVE, this client's key authorized
+    asan_without_quarantine()  # RSS is measured
     with running(Server(curve=curve)) as srv:
         c = srv.client()
         problem_ids = [p["id"] for p in selftest_problems(c)] or \
