@@ -1,22 +1,23 @@
 // attention_emul.h: the CUDA names pk_attention.cuh's tile uses, emulated on the host, so the
-// tile (pk_attn_fwd_tile, PK_ATTN_EMULATE) runs in a test without a GPU: one std::thread per CUDA
-// thread of a CTA, barriers for __syncthreads and __syncwarp, a per-warp exchange for
-// __shfl_xor_sync, and WMMA fragments that hold the whole 16 x 16 tile in every lane (loads by
-// every lane, stores by lane 0 then a warp barrier, so a store is complete for the warp when it
-// returns, as the collective's is). Products of bf16 values are accumulated in fp32. The forward
-// tile's primitives (cp.async, ldmatrix, mma.sync m16n8k16) keep the hardware's per-lane
-// fragment layouts: each lane passes its own addresses and registers through a per-warp
+// tile (pk_attn_fwd_tile, PK_ATTN_EMULATE) runs in a test without a GPU: one fiber per CUDA
+// thread of a CTA (attention_fiber.h), barriers for __syncthreads and __syncwarp, a per-warp
+// exchange for __shfl_xor_sync, and WMMA fragments that hold the whole 16 x 16 tile in every
+// lane (loads by every lane, stores by lane 0 then a warp barrier, so a store is complete for the
+// warp when it returns, as the collective's is). Products of bf16 values are accumulated in fp32.
+// The forward tile's primitives (cp.async, ldmatrix, mma.sync m16n8k16) keep the hardware's
+// per-lane fragment layouts: each lane passes its own addresses and registers through a per-warp
 // exchange, so a wrong fragment index gives a wrong result here too.
 #ifndef PK_ATTENTION_EMUL_H
 #define PK_ATTENTION_EMUL_H
 
 #include <algorithm>
-#include <barrier>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <math.h>
 #include <type_traits>
+
+#include "attention_fiber.h"
 
 #define PK_ATTN_EMULATE 1
 #define __device__
@@ -51,8 +52,8 @@ static inline float pk_emul_bf16_to_float(__nv_bfloat16 h) {
 
 // The CTA a thread belongs to: its barriers and the warps' shuffle slots.
 struct PkEmulCta {
-    std::barrier<> *block;
-    std::barrier<> *warp[32];
+    PkEmulBarrier block;
+    PkEmulBarrier warp[32];
     float slot[32][32];
     // The exchange of the forward tile's primitives, [set][warp][lane]: ldmatrix's row
     // addresses, mma's A and B fragments.
@@ -62,15 +63,16 @@ struct PkEmulCta {
 struct PkEmulIdx {
     unsigned x;
 };
-extern thread_local PkEmulIdx threadIdx;
-extern thread_local PkEmulCta *pk_emul_cta;
-extern thread_local unsigned pk_emul_phase; // exchanges this thread has made (0 at its start)
+// The running fiber's (attention_fiber.h sets threadIdx and pk_emul_phase at each switch).
+extern PkEmulIdx threadIdx;
+extern PkEmulCta *pk_emul_cta;
+extern unsigned pk_emul_phase; // exchanges this thread has made (0 at its start)
 
 static inline void __syncthreads() {
-    pk_emul_cta->block->arrive_and_wait();
+    pk_emul_barrier_wait(&pk_emul_cta->block);
 }
 static inline void __syncwarp() {
-    pk_emul_cta->warp[threadIdx.x / 32]->arrive_and_wait();
+    pk_emul_barrier_wait(&pk_emul_cta->warp[threadIdx.x / 32]);
 }
 static inline float __shfl_xor_sync(unsigned, float v, int m) {
     const unsigned w = threadIdx.x / 32, l = threadIdx.x % 32;

@@ -1,39 +1,36 @@
 // The tile of pk_attention.cuh (pk_attn_fwd_tile) run on the host under the warp emulation of
-// attention_emul.h: 128 threads per CTA, CTAs one after another. The ring of pkb/54's reference
-// (own block causal, then the earlier ranks' blocks merged in the epilogue, the last writing
-// bf16) against causal attention in double over the global keys.
+// attention_emul.h: 128 threads (fibers) per CTA, CTAs one after another. The ring of pkb/54's
+// reference (own block causal, then the earlier ranks' blocks merged in the epilogue, the last
+// writing bf16) against causal attention in double over the global keys.
 #include <math.h>
 #include <stdint.h>
 
-#include <thread>
 #include <vector>
 
 #include "attention_emul.h"
 #include "pk_attention.cuh"
 #include "pk_splitmix.h"
 
-thread_local PkEmulIdx threadIdx;
-thread_local PkEmulCta *pk_emul_cta;
-thread_local unsigned pk_emul_phase;
+PkEmulIdx threadIdx;
+PkEmulCta *pk_emul_cta;
+unsigned pk_emul_phase;
+
+// One CTA of f's CUDA threads under the emulation (fibers, attention_fiber.h).
+template <class F> static void run_cta_fn(F f) {
+    PkEmulCta *cta = new PkEmulCta(); // ~70 KiB of exchange slots: kept off the stack
+    cta->block = PkEmulBarrier{PK_ATTN_THREADS, 0, 0};
+    for (int w = 0; w < PK_ATTN_WARPS; w++)
+        cta->warp[w] = PkEmulBarrier{32, 0, 0};
+    pk_emul_cta = cta;
+    pk_emul_run_cta(
+        PK_ATTN_THREADS, [](void *fn) { (*static_cast<F *>(fn))(); }, &f);
+    pk_emul_cta = nullptr;
+    delete cta;
+}
 
 static void run_cta(const PkAttnBlock &a, int b, int h, int qt, PkAttnSmem *sm) {
-    std::barrier<> block(PK_ATTN_THREADS);
-    std::vector<std::barrier<> *> warps;
-    PkEmulCta cta = {};
-    cta.block = &block;
-    for (int w = 0; w < PK_ATTN_WARPS; w++)
-        cta.warp[w] = new std::barrier<>(32);
-    std::vector<std::thread> th;
-    for (int t = 0; t < PK_ATTN_THREADS; t++)
-        th.emplace_back([&, t] {
-            threadIdx.x = (unsigned)t;
-            pk_emul_cta = &cta;
-            pk_attn_fwd_tile<PK_ATTN_D, PK_ATTN_P_SPLIT>(a, b, h, qt, *sm); // pkb/54-56's
-        });
-    for (auto &x : th)
-        x.join();
-    for (int w = 0; w < PK_ATTN_WARPS; w++)
-        delete cta.warp[w];
+    run_cta_fn(
+        [&] { pk_attn_fwd_tile<PK_ATTN_D, PK_ATTN_P_SPLIT>(a, b, h, qt, *sm); }); // pkb/54-56's
 }
 
 static void run_block(const PkAttnBlock &a) {
@@ -151,25 +148,6 @@ extern "C" double pk_test_attn_tile_ring(int W, int rank, int S, int B, int H, i
 }
 
 // ---- The backward tiles (pk_attn_bwd_dq_tile, pk_attn_bwd_dkdv_tile) ----
-
-template <class F> static void run_cta_fn(F f) {
-    std::barrier<> block(PK_ATTN_THREADS);
-    PkEmulCta cta = {};
-    cta.block = &block;
-    for (int w = 0; w < PK_ATTN_WARPS; w++)
-        cta.warp[w] = new std::barrier<>(32);
-    std::vector<std::thread> th;
-    for (int t = 0; t < PK_ATTN_THREADS; t++)
-        th.emplace_back([&, t] {
-            threadIdx.x = (unsigned)t;
-            pk_emul_cta = &cta;
-            f();
-        });
-    for (auto &x : th)
-        x.join();
-    for (int w = 0; w < PK_ATTN_WARPS; w++)
-        delete cta.warp[w];
-}
 
 static void run_bwd(const PkAttnBwdBlock &a) {
     PkAttnBwdSmem *sm = new PkAttnBwdSmem;
