@@ -18,6 +18,7 @@
 #include "pk_remote_socket.h"
 #include "pk_wire.h"
 #include "pk_worker_internal.h"
+#include "pk_zmtp_probe.h"
 
 typedef struct remote_job {
     uint64_t id;
@@ -39,7 +40,8 @@ typedef struct worker_loop {
     int handshake_noted;                  /* a failed handshake of this session was logged */
     pk_handshake_event handshake_failure; /* ... or is waiting to be (handshake_failure_ms) */
     double handshake_failure_ms;
-    int fatal; /* the broker refused us for good: fatal_err says why */
+    int mechanism_probed; /* this session asked the broker's mechanism (probe_mechanism) */
+    int fatal;            /* the broker refused us for good: fatal_err says why */
     pk_error fatal_err;
     uint64_t session;
     char identity[224];
@@ -139,6 +141,7 @@ static void open_session(worker_loop *l) {
              (unsigned long long)l->session);
     l->handshake_noted = 0;
     l->handshake_failure_ms = 0;
+    l->mechanism_probed = 0;
     const char *ep = l->w->o.connect;
     pk_error err;
     pk_error_clear(&err);
@@ -189,6 +192,42 @@ static void reconnect(worker_loop *l, volatile sig_atomic_t *stop, const char *w
         open_session(l);
 }
 
+/* One end uses CURVE and the other does not: a configuration error that no retry fixes. */
+static void mechanism_mismatch(worker_loop *l) {
+    const char *ep = l->w->o.connect;
+    l->fatal = 1;
+    if (l->w->o.curve)
+        pk_error_set(&l->fatal_err, PK_ERR_INVALID,
+                     "the broker at %s does not use CURVE on this endpoint, and this worker "
+                     "does (--curve-server-key, --curve-secret-key or "
+                     "PKGYM_WORKER_CURVE_*): the server needs --curve-secret-key and "
+                     "--worker-curve-allow, or the worker no keys",
+                     ep);
+    else
+        pk_error_set(&l->fatal_err, PK_ERR_INVALID,
+                     "the broker at %s requires CURVE: give --curve-server-key FILE (the "
+                     "server's .pub) and --curve-secret-key FILE (this worker's .key, from "
+                     "pkgym keygen, whose .pub the operator puts in --worker-curve-allow), "
+                     "or set PKGYM_WORKER_CURVE_SERVER_KEY and "
+                     "PKGYM_WORKER_CURVE_SECRET_KEY",
+                     ep);
+}
+
+/* A handshake that did not complete may be a mechanism mismatch that libzmq could not see (the
+ * broker closed before its greeting left, pk_zmtp_probe.h): the broker's greeting says. Once a
+ * session; a probe that fails changes nothing (the handshake is retried as before). */
+static void probe_mechanism(worker_loop *l) {
+    if (l->mechanism_probed)
+        return;
+    l->mechanism_probed = 1;
+    char mechanism[21];
+    pk_error err = {0};
+    if (pk_zmtp_probe_mechanism(l->w->o.connect, 1000, mechanism, &err) != PK_OK)
+        return;
+    if (strcmp(mechanism, l->w->o.curve ? "CURVE" : "NULL") != 0)
+        mechanism_mismatch(l);
+}
+
 /* The broker's answers to this session's handshakes. A refused key and a security mechanism
  * that differs are configuration errors that no retry fixes: the worker stops with an error
  * (ZeroMQ would not retry them either). Anything else is retried, and logged once a session. */
@@ -206,26 +245,15 @@ static void read_handshakes(worker_loop *l) {
                          "the operator must copy this worker's .pub into the server's "
                          "--worker-curve-allow directory",
                          ep, keys ? keys->client.public_key : "(none)");
-        } else if (ev.kind == PK_HANDSHAKE_MECHANISM && keys) {
-            l->fatal = 1;
-            pk_error_set(&l->fatal_err, PK_ERR_INVALID,
-                         "the broker at %s does not use CURVE on this endpoint, and this worker "
-                         "does (--curve-server-key, --curve-secret-key or "
-                         "PKGYM_WORKER_CURVE_*): the server needs --curve-secret-key and "
-                         "--worker-curve-allow, or the worker no keys",
-                         ep);
         } else if (ev.kind == PK_HANDSHAKE_MECHANISM) {
-            l->fatal = 1;
-            pk_error_set(&l->fatal_err, PK_ERR_INVALID,
-                         "the broker at %s requires CURVE: give --curve-server-key FILE (the "
-                         "server's .pub) and --curve-secret-key FILE (this worker's .key, from "
-                         "pkgym keygen, whose .pub the operator puts in --worker-curve-allow), "
-                         "or set PKGYM_WORKER_CURVE_SERVER_KEY and "
-                         "PKGYM_WORKER_CURVE_SECRET_KEY",
-                         ep);
-        } else if (!l->handshake_noted && l->handshake_failure_ms == 0) {
-            l->handshake_failure = ev;
-            l->handshake_failure_ms = pk_now_ms();
+            mechanism_mismatch(l);
+        } else {
+            if (ev.kind == PK_HANDSHAKE_FAILED)
+                probe_mechanism(l);
+            if (!l->fatal && !l->handshake_noted && l->handshake_failure_ms == 0) {
+                l->handshake_failure = ev;
+                l->handshake_failure_ms = pk_now_ms();
+            }
         }
     }
     /* Logged a little later: a peer that refuses a mechanism also drops the connection, and
