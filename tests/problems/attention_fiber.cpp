@@ -1,5 +1,5 @@
-// attention_fiber.cpp: the fiber scheduler of attention_fiber.h. Round robin over the CTA's
-// fibers: a fiber runs until it waits at a barrier or returns, then the next one runs.
+// attention_fiber.cpp: the fiber scheduler of attention_fiber.h. Warp by warp (see
+// pk_emul_run_cta): a fiber runs until it waits at a barrier or returns, then the next one runs.
 #include "attention_fiber.h"
 
 #include <stdio.h>
